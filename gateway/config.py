@@ -1,0 +1,203 @@
+"""Configuration: one TOML file validated by pydantic. Secrets are named by environment variable.
+
+Lookup: `--config PATH`, else `$ANYY_CONFIG`, else `~/.config/anyy/config.toml` (a missing default file
+means "all defaults"). The data directory is `$ANYY_HOME`, else `~/.local/share/anyy`.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+
+class ConfigError(Exception):
+    """A config problem, phrased for a person: which file, which key, what is wrong."""
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ModelConfig(Section):
+    provider: Literal["openai", "anthropic"] = "openai"
+    base_url: str = ""
+    api_key_env: str = "OPENAI_API_KEY"
+    model: str = ""
+    timeout_s: float = Field(60, gt=0)
+    max_retries: int = Field(4, ge=0, le=10)
+    fallback_model: str = ""
+    max_tokens: int = Field(2048, gt=0)
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.base_url and self.model)
+
+
+class StoreConfig(Section):
+    path: str = ""
+
+
+class RuntimeConfig(Section):
+    timezone: str = "UTC"
+    max_tool_rounds: int = Field(12, ge=1, le=100)
+    context_budget: int = Field(48_000, ge=2_000, description="characters of history sent to the model")
+    memory_max_chars: int = Field(4_000, ge=200)
+    instructions: str = ""
+
+    @field_validator("timezone")
+    @classmethod
+    def _zone(cls, v: str) -> str:
+        try:
+            ZoneInfo(v)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown time zone {v!r} (use an IANA name such as 'Europe/Berlin')") from None
+        return v
+
+
+class ToolOverride(Section):
+    execution: Literal["direct", "audit", "confirm", "change_plan", "force_change_plan"] | None = None
+    approval: Literal["none", "hook", "always"] | None = None
+
+
+class GovernanceConfig(Section):
+    overrides: dict[str, ToolOverride] = Field(default_factory=dict)
+
+
+class ApprovalsConfig(Section):
+    default_ttl_hours: float = Field(24, gt=0)
+    ttl_hours: dict[str, float] = Field(default_factory=dict)
+    approvers: list[str] = Field(default_factory=list, description="user keys, e.g. 'telegram:12345'")
+    hook: str = ""
+
+
+class TelegramConfig(Section):
+    token_env: str = "TELEGRAM_BOT_TOKEN"
+    base_url: str = "https://api.telegram.org/bot"
+    base_file_url: str = "https://api.telegram.org/file/bot"
+    mode: Literal["polling", "webhook"] = "polling"
+    webhook_url: str = ""
+    listen: str = "127.0.0.1"
+    port: int = 8443
+    secret_token_env: str = "TELEGRAM_WEBHOOK_SECRET"
+    allowed_users: list[int] = Field(default_factory=list)
+    approvers: list[int] = Field(default_factory=list)
+    poll_timeout_s: int = Field(30, ge=0)
+
+
+class SlackConfig(Section):
+    bot_token_env: str = "SLACK_BOT_TOKEN"
+    app_token_env: str = "SLACK_APP_TOKEN"
+    signing_secret_env: str = "SLACK_SIGNING_SECRET"
+    mode: Literal["socket", "http"] = "socket"
+    base_url: str = "https://slack.com/api/"
+    listen: str = "127.0.0.1"
+    port: int = 3000
+    allowed_users: list[str] = Field(default_factory=list)
+    approvers: list[str] = Field(default_factory=list)
+    socket_stale_s: float = Field(90, gt=0)
+
+
+class EmailConfig(Section):
+    imap_host: str
+    imap_port: int = 993
+    imap_security: Literal["ssl", "starttls", "none"] = "ssl"
+    smtp_host: str
+    smtp_port: int = 465
+    smtp_security: Literal["ssl", "starttls", "none"] = "ssl"
+    username: str
+    password_env: str = "ANYY_EMAIL_PASSWORD"
+    from_address: str
+    from_name: str = ""
+    sent_folder: str = ""
+    timeout_s: float = Field(30, gt=0)
+
+
+class CalendarConfig(Section):
+    url: str
+    username: str = ""
+    password_env: str = "ANYY_CALENDAR_PASSWORD"
+    default_calendar: str = ""
+    timeout_s: float = Field(30, gt=0)
+
+
+class ConsoleConfig(Section):
+    user_id: str = "owner"
+
+
+class Config(Section):
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    store: StoreConfig = Field(default_factory=StoreConfig)
+    runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)
+    tool_governance: GovernanceConfig = Field(default_factory=GovernanceConfig)
+    approvals: ApprovalsConfig = Field(default_factory=ApprovalsConfig)
+    console: ConsoleConfig = Field(default_factory=ConsoleConfig)
+    telegram: TelegramConfig | None = None
+    slack: SlackConfig | None = None
+    email: EmailConfig | None = None
+    calendar: CalendarConfig | None = None
+
+    source: str = Field("(defaults)", exclude=True)
+    data_dir: Path = Field(default_factory=lambda: data_dir(), exclude=True)
+
+    @property
+    def tz(self) -> ZoneInfo:
+        return ZoneInfo(self.runtime.timezone)
+
+    @property
+    def store_path(self) -> Path:
+        return Path(self.store.path).expanduser() if self.store.path else self.data_dir / "anyy.db"
+
+
+def data_dir() -> Path:
+    return Path(os.environ.get("ANYY_HOME") or Path.home() / ".local/share/anyy").expanduser()
+
+
+def config_path(explicit: str | None) -> tuple[Path, bool]:
+    """The file to read, and whether it was asked for (an asked-for file must exist)."""
+    if explicit:
+        return Path(explicit).expanduser(), True
+    if os.environ.get("ANYY_CONFIG"):
+        return Path(os.environ["ANYY_CONFIG"]).expanduser(), True
+    return Path.home() / ".config/anyy/config.toml", False
+
+
+def load_config(explicit: str | None = None) -> Config:
+    """Read and validate the config; raises ConfigError with one readable message."""
+    path, required = config_path(explicit)
+    if not path.exists():
+        if required:
+            raise ConfigError(f"config file {path} does not exist (copy config.example.toml to start)")
+        return Config()
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+    return parse_config(raw, str(path))
+
+
+def parse_config(raw: dict[str, Any], source: str = "(inline)") -> Config:
+    try:
+        cfg = Config.model_validate(raw)
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            key = ".".join(str(p) for p in err["loc"])
+            msg = "unknown key (check the spelling against config.example.toml)" if err["type"] == "extra_forbidden" \
+                else err["msg"].removeprefix("Value error, ")
+            problems.append(f"  [{key}] {msg}")
+        raise ConfigError(f"{source}: invalid configuration:\n" + "\n".join(problems)) from None
+    cfg.source = source
+    return cfg
+
+
+def secret(env_name: str) -> str | None:
+    """The value of the environment variable a config key names, or None when unset or empty."""
+    value = os.environ.get(env_name, "").strip()
+    return value or None

@@ -1,0 +1,70 @@
+"""The contract between a surface (one chat platform) and the gateway.
+
+A surface receives platform events, translates them to `Inbound`, and hands them to the gateway with
+`GatewayPort.receive`, acknowledging the platform only after that returns (the inbound is then durable).
+Button presses go to `GatewayPort.press`. The outbox dispatcher calls `Surface.deliver` for each message
+to send or edit. No platform type crosses this boundary.
+"""
+
+from __future__ import annotations
+
+import abc
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Protocol
+
+from store.records import Inbound, Origin, OutboxItem
+
+
+class DeliveryError(Exception):
+    """Delivery failed. `transient` failures are retried (after `retry_after` seconds when the
+    platform said so); permanent ones mark the outbox row failed."""
+
+    def __init__(self, message: str, *, transient: bool, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.transient = transient
+        self.retry_after = retry_after
+
+
+class GatewayPort(Protocol):
+    """What a surface may ask of the gateway."""
+
+    async def receive(self, inbound: Inbound, dedupe_key: str | None = None) -> bool:
+        """Record the inbound durably and queue its turn. Returns False when `dedupe_key` (e.g.
+        "telegram:update:123") was seen before: a redelivery, to be acknowledged and ignored."""
+        ...
+
+    async def press(self, surface: str, user_id: str, action: str, value: str, origin: Origin) -> str:
+        """A button press (action "approve" | "deny" | "clarify"). Returns a short text for the presser
+        (a toast / ephemeral message): the outcome or why nothing changed."""
+        ...
+
+
+class Surface(abc.ABC):
+    """One chat platform."""
+
+    name: str = ""
+    has_buttons: bool = False
+    max_text: int = 4000
+
+    @abc.abstractmethod
+    async def start(self, gateway: GatewayPort) -> None:
+        """Connect and begin receiving. Raise with a clear message if it cannot start."""
+
+    @abc.abstractmethod
+    async def stop(self) -> None:
+        """Stop receiving and release connections. Must be safe to call after a failed start."""
+
+    @abc.abstractmethod
+    async def deliver(self, item: OutboxItem, edit_platform_id: str | None) -> str | None:
+        """Send `item.outbound` (or, with `edit_platform_id`, edit that earlier message to it).
+        Returns the platform message id (for receipts and later edits). Raises DeliveryError."""
+
+    def status(self) -> str:
+        """One word for `messaging_status`: "up", "down", "starting"."""
+        return "up"
+
+    @contextlib.asynccontextmanager
+    async def progress(self, origin: Origin, platform_message_id: str | None) -> AsyncIterator[None]:
+        """Show that a turn is running (typing action, reaction) and always clean it up."""
+        yield

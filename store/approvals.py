@@ -1,0 +1,100 @@
+"""Approval rows and their atomic state transitions. Every transition writes an audit event."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlite_utils import Database
+
+from store.audit import add_audit
+from store.db import Store
+from store.records import ApprovalRecord, ApprovalState, AuditEvent, dumps, iso, row_to, utcnow
+
+_JSON = ("origin", "deciders", "prompt_refs")
+
+
+def _record(row: dict) -> ApprovalRecord:
+    return row_to(ApprovalRecord, row, _JSON)
+
+
+class Approvals:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    async def create(self, rec: ApprovalRecord) -> None:
+        def op(db: Database) -> None:
+            row = rec.model_dump()
+            row["origin"] = rec.origin.model_dump_json()
+            row["deciders"] = dumps(rec.deciders)
+            row["prompt_refs"] = dumps(rec.prompt_refs)
+            with db.atomic():
+                db["approvals"].insert(row)
+                add_audit(db, AuditEvent(actor=rec.requester, action="approval.pending", tool=rec.tool,
+                                         args_sha256=rec.args_sha256, subject=rec.id, session_id=rec.session_id))
+
+        await self.store.run(op)
+
+    async def get(self, approval_id: str) -> ApprovalRecord | None:
+        def op(db: Database) -> ApprovalRecord | None:
+            rows = db.execute_returning_dicts("SELECT * FROM approvals WHERE id = ?", [approval_id])
+            return _record(rows[0]) if rows else None
+
+        return await self.store.run(op)
+
+    async def transition(
+        self, approval_id: str, from_states: tuple[ApprovalState, ...], to: ApprovalState, actor: str,
+        **fields: Any,
+    ) -> ApprovalRecord | None:
+        """Move the approval to `to` if and only if it is in one of `from_states`, as one conditional
+        UPDATE. Returns the updated record, or None when another decision got there first."""
+
+        def op(db: Database) -> ApprovalRecord | None:
+            sets = {"state": to, **fields}
+            marks = ", ".join(f"{k} = ?" for k in sets)
+            with db.atomic():
+                cur = db.execute(
+                    f"UPDATE approvals SET {marks} WHERE id = ? AND state IN ({', '.join('?' for _ in from_states)})",
+                    [*sets.values(), approval_id, *from_states],
+                )
+                if cur.rowcount != 1:
+                    return None
+                rec = _record(db.execute_returning_dicts("SELECT * FROM approvals WHERE id = ?", [approval_id])[0])
+                add_audit(db, AuditEvent(actor=actor, action=f"approval.{to}", tool=rec.tool,
+                                         args_sha256=rec.args_sha256, subject=rec.id, session_id=rec.session_id,
+                                         detail={k: v for k, v in fields.items() if k in ("reason", "result")}))
+                return rec
+
+        return await self.store.run(op)
+
+    async def add_prompt_ref(self, approval_id: str, outbox_id: int) -> None:
+        def op(db: Database) -> None:
+            row = db["approvals"].get(approval_id)
+            refs = [*(row_to(ApprovalRecord, row, _JSON).prompt_refs), outbox_id]
+            db["approvals"].update(approval_id, {"prompt_refs": dumps(refs)})
+
+        await self.store.run(op)
+
+    async def list(self, states: tuple[str, ...] | None = ("pending",), requester: str | None = None,
+                   limit: int = 100) -> list[ApprovalRecord]:
+        def op(db: Database) -> list[ApprovalRecord]:
+            where, args = ["1 = 1"], []
+            if states:
+                where.append(f"state IN ({', '.join('?' for _ in states)})")
+                args += list(states)
+            if requester:
+                where.append("requester = ?")
+                args.append(requester)
+            rows = db.execute_returning_dicts(
+                f"SELECT * FROM approvals WHERE {' AND '.join(where)} ORDER BY created_at DESC LIMIT ?",
+                [*args, limit])
+            return [_record(r) for r in rows]
+
+        return await self.store.run(op)
+
+    async def due_to_expire(self) -> list[str]:
+        return await self.store.run(lambda db: [r[0] for r in db.execute(
+            "SELECT id FROM approvals WHERE state = 'pending' AND expires_at <= ?", [iso(utcnow())]).fetchall()])
+
+    async def ids_in_state(self, state: ApprovalState) -> list[str]:
+        return await self.store.run(lambda db: [r[0] for r in db.execute(
+            "SELECT id FROM approvals WHERE state = ?", [state]).fetchall()])

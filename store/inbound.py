@@ -1,0 +1,50 @@
+"""Inbound durability: seen platform ids (redelivery is a no-op) and the queue of accepted messages.
+
+A surface records an inbound here before acknowledging the platform; the runtime marks it done when
+its turn has finished. Pending rows at start-up are turns a crash interrupted, and are run again.
+"""
+
+from __future__ import annotations
+
+from sqlite_utils import Database
+
+from store.db import Store
+from store.records import Inbound, iso, utcnow
+
+
+class InboundLog:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    async def accept(self, inbound: Inbound, key: str | None) -> int | None:
+        """Record the inbound; returns its queue id, or None when `key` was seen before (a redelivery)."""
+
+        def op(db: Database) -> int | None:
+            now = iso(utcnow())
+            with db.atomic():
+                if key is not None:
+                    cur = db.execute("INSERT OR IGNORE INTO seen_inbound (key, at) VALUES (?, ?)", [key, now])
+                    if cur.rowcount == 0:
+                        return None
+                cur = db.execute(
+                    "INSERT INTO inbound_queue (key, payload, state, created_at) VALUES (?, ?, 'pending', ?)",
+                    [key, inbound.model_dump_json(), now],
+                )
+                return int(cur.lastrowid or 0)
+
+        return await self.store.run(op)
+
+    async def seen(self, key: str) -> bool:
+        return await self.store.run(
+            lambda db: db.execute("SELECT 1 FROM seen_inbound WHERE key = ?", [key]).fetchone() is not None
+        )
+
+    async def done(self, queue_id: int) -> None:
+        await self.store.run(lambda db: db.execute("UPDATE inbound_queue SET state = 'done' WHERE id = ?", [queue_id]))
+
+    async def pending(self) -> list[tuple[int, Inbound]]:
+        def op(db: Database) -> list[tuple[int, Inbound]]:
+            rows = db.execute("SELECT id, payload FROM inbound_queue WHERE state = 'pending' ORDER BY id").fetchall()
+            return [(r[0], Inbound.model_validate_json(r[1])) for r in rows]
+
+        return await self.store.run(op)

@@ -1,0 +1,36 @@
+"""Long-term memory entries, per user: facts about the user and the assistant's own notes."""
+
+from __future__ import annotations
+
+from sqlite_utils import Database
+
+from store.db import Store
+from store.records import MemoryEntry, iso, row_to, utcnow
+
+
+class Memory:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    async def list(self, user_key: str, target: str | None = None) -> list[MemoryEntry]:
+        def op(db: Database) -> list[MemoryEntry]:
+            where, args = "user_key = ?", [user_key]
+            if target:
+                where += " AND target = ?"
+                args.append(target)
+            return [row_to(MemoryEntry, r) for r in db["memory"].rows_where(where, args, order_by="id")]
+
+        return await self.store.run(op)
+
+    async def add(self, user_key: str, target: str, content: str) -> MemoryEntry:
+        def op(db: Database) -> MemoryEntry:
+            row = {"user_key": user_key, "target": target, "content": content, "created_at": iso(utcnow())}
+            return MemoryEntry(id=db["memory"].insert(row).last_pk, **row)
+
+        return await self.store.run(op)
+
+    async def set_content(self, entry_id: int, content: str) -> None:
+        await self.store.run(lambda db: db["memory"].update(entry_id, {"content": content}))
+
+    async def remove(self, entry_id: int) -> None:
+        await self.store.run(lambda db: db["memory"].delete(entry_id))

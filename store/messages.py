@@ -1,0 +1,104 @@
+"""The transcript: every user message, assistant reply, tool call and result, with FTS5 search."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pydantic import BaseModel
+from sqlite_utils import Database
+
+from store.db import Store
+from store.records import MessageRecord, dumps, row_to
+
+_JSON = ("tool_calls", "meta")
+
+
+class SearchHit(BaseModel):
+    message_id: int
+    session_id: str
+    role: str
+    created_at: str
+    snippet: str
+
+
+def fts_quote(query: str) -> str:
+    """Quote free text for FTS5 MATCH: every term becomes a literal phrase, so no input is syntax."""
+    terms = [t for t in re.split(r"\s+", query.strip()) if t]
+    return " ".join('"' + t.replace('"', '""') + '"' for t in terms)
+
+
+class Messages:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    async def add(self, msg: MessageRecord) -> int:
+        return await self.store.run(lambda db: add_message(db, msg))
+
+    async def add_many(self, msgs: list[MessageRecord]) -> None:
+        def op(db: Database) -> None:
+            with db.atomic():
+                for m in msgs:
+                    add_message(db, m)
+
+        await self.store.run(op)
+
+    async def recent(self, session_id: str, epoch: int, limit: int) -> list[MessageRecord]:
+        """The newest `limit` messages of the session's current epoch, oldest first."""
+
+        def op(db: Database) -> list[MessageRecord]:
+            rows = db.execute_returning_dicts(
+                "SELECT * FROM messages WHERE session_id = ? AND epoch = ? ORDER BY id DESC LIMIT ?",
+                [session_id, epoch, limit],
+            )
+            return [row_to(MessageRecord, r, _JSON) for r in reversed(rows)]
+
+        return await self.store.run(op)
+
+    async def get(self, message_id: int) -> MessageRecord | None:
+        def op(db: Database) -> MessageRecord | None:
+            rows = db.execute_returning_dicts("SELECT * FROM messages WHERE id = ?", [message_id])
+            return row_to(MessageRecord, rows[0], _JSON) if rows else None
+
+        return await self.store.run(op)
+
+    async def search(self, user_key: str, query: str, limit: int = 10) -> list[SearchHit]:
+        """Full-text search over one user's messages. Short terms (under 3 characters, common in
+        Chinese) fall back to LIKE because the trigram index cannot match them."""
+
+        def op(db: Database) -> list[SearchHit]:
+            terms = [t for t in query.split() if t]
+            if terms and all(len(t) >= 3 for t in terms):
+                rows = db.execute_returning_dicts(
+                    "SELECT m.id, m.session_id, m.role, m.created_at,"
+                    " snippet(messages_fts, 0, '[', ']', '…', 12) AS snippet"
+                    " FROM messages_fts JOIN messages m ON m.rowid = messages_fts.rowid"
+                    " WHERE messages_fts MATCH ? AND m.user_key = ? AND m.role IN ('user','assistant')"
+                    " ORDER BY m.id DESC LIMIT ?",
+                    [fts_quote(query), user_key, limit],
+                )
+            else:
+                like = [f"%{t}%" for t in terms] or ["%"]
+                where = " AND ".join("content LIKE ?" for _ in like)
+                rows = db.execute_returning_dicts(
+                    f"SELECT id, session_id, role, created_at, substr(content, 1, 160) AS snippet FROM messages"
+                    f" WHERE {where} AND user_key = ? AND role IN ('user','assistant') ORDER BY id DESC LIMIT ?",
+                    [*like, user_key, limit],
+                )
+            return [
+                SearchHit(message_id=r["id"], session_id=r["session_id"], role=r["role"],
+                          created_at=r["created_at"], snippet=r["snippet"])
+                for r in rows
+            ]
+
+        return await self.store.run(op)
+
+
+def add_message(db: Database, msg: MessageRecord) -> int:
+    row: dict[str, Any] = msg.model_dump(exclude={"id"})
+    row["tool_calls"] = dumps([c.model_dump() for c in msg.tool_calls]) if msg.tool_calls else None
+    row["meta"] = dumps(msg.meta) if msg.meta else None
+    cur = db.execute(
+        f"INSERT INTO messages ({', '.join(row)}) VALUES ({', '.join('?' for _ in row)})", list(row.values())
+    )
+    return int(cur.lastrowid or 0)

@@ -1,0 +1,176 @@
+"""Schema migrations (sqlite-utils `Migrations`). Append new migrations; never edit an applied one."""
+
+from __future__ import annotations
+
+from sqlite_utils import Database
+from sqlite_utils.migrations import Migrations
+
+MIGRATIONS = Migrations("anyy")
+
+
+@MIGRATIONS()
+def m001_core(db: Database) -> None:
+    db.executescript(
+        """
+        CREATE TABLE sessions (
+            id TEXT PRIMARY KEY,            -- surface:chat[:thread][:user]
+            surface TEXT NOT NULL,
+            chat_id TEXT NOT NULL,
+            thread_id TEXT,
+            user_key TEXT NOT NULL,         -- surface:user_id of the owner of this session
+            kind TEXT NOT NULL DEFAULT 'chat',  -- chat | automation
+            pinned_toolsets TEXT,           -- JSON list, NULL = automatic selection
+            last_selection TEXT,            -- JSON: what the last turn selected and why
+            epoch INTEGER NOT NULL DEFAULT 0,   -- /new bumps it; context only reads the current epoch
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL
+        );
+        CREATE TABLE messages (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            session_id TEXT NOT NULL REFERENCES sessions(id),
+            epoch INTEGER NOT NULL DEFAULT 0,
+            turn_id TEXT NOT NULL,
+            role TEXT NOT NULL,             -- user | assistant | tool | event
+            content TEXT NOT NULL DEFAULT '',
+            tool_calls TEXT,                -- JSON list of {id,name,arguments} on assistant messages
+            tool_call_id TEXT,
+            tool_name TEXT,
+            user_key TEXT,
+            meta TEXT,                      -- JSON: usage, persisted_output_path, ...
+            created_at TEXT NOT NULL
+        );
+        CREATE INDEX messages_session ON messages(session_id, id);
+        CREATE INDEX messages_user ON messages(user_key, id);
+        CREATE TABLE tasks (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            user_key TEXT NOT NULL,
+            title TEXT NOT NULL,
+            notes TEXT NOT NULL DEFAULT '',
+            due TEXT,
+            status TEXT NOT NULL DEFAULT 'open',
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL
+        );
+        CREATE INDEX tasks_user ON tasks(user_key, status);
+        CREATE TABLE memory (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            user_key TEXT NOT NULL,
+            target TEXT NOT NULL,           -- user | notes
+            content TEXT NOT NULL,
+            created_at TEXT NOT NULL
+        );
+        CREATE INDEX memory_user ON memory(user_key, target);
+        CREATE TABLE audit (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            at TEXT NOT NULL,
+            actor TEXT NOT NULL,
+            action TEXT NOT NULL,
+            tool TEXT,
+            args_sha256 TEXT,
+            subject TEXT,                   -- e.g. an approval id
+            session_id TEXT,
+            detail TEXT                     -- JSON
+        );
+        CREATE INDEX audit_at ON audit(at);
+        CREATE TABLE seen_inbound (
+            key TEXT PRIMARY KEY,           -- surface:platform id
+            at TEXT NOT NULL
+        );
+        CREATE TABLE inbound_queue (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            key TEXT UNIQUE,
+            payload TEXT NOT NULL,          -- JSON Inbound
+            state TEXT NOT NULL DEFAULT 'pending',  -- pending | done
+            created_at TEXT NOT NULL
+        );
+        CREATE TABLE outbox (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            dedupe_key TEXT UNIQUE,
+            surface TEXT NOT NULL,
+            chat_id TEXT NOT NULL,
+            thread_id TEXT,
+            payload TEXT NOT NULL,          -- JSON Outbound
+            state TEXT NOT NULL DEFAULT 'pending',  -- pending | sent | failed
+            attempts INTEGER NOT NULL DEFAULT 0,
+            next_attempt_at TEXT,
+            platform_message_id TEXT,
+            error TEXT,
+            created_at TEXT NOT NULL,
+            sent_at TEXT
+        );
+        CREATE INDEX outbox_pending ON outbox(state, surface);
+        CREATE TABLE approvals (
+            id TEXT PRIMARY KEY,
+            session_id TEXT NOT NULL,
+            origin TEXT NOT NULL,           -- JSON Origin
+            requester TEXT NOT NULL,        -- user key
+            deciders TEXT NOT NULL,         -- JSON list of user keys
+            tool TEXT NOT NULL,
+            tool_call_id TEXT NOT NULL,
+            args_json TEXT NOT NULL,        -- canonical JSON of the validated arguments
+            args_sha256 TEXT NOT NULL,
+            binding_sha256 TEXT,            -- hash of what the preview showed (draft body, event ETag, ...)
+            execution TEXT NOT NULL,        -- confirm | change_plan | force_change_plan
+            preview TEXT NOT NULL,
+            state TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            expires_at TEXT NOT NULL,
+            decided_by TEXT,
+            decided_at TEXT,
+            reason TEXT,
+            result TEXT,
+            prompt_refs TEXT                -- JSON list of {outbox_id}
+        );
+        CREATE INDEX approvals_state ON approvals(state, expires_at);
+        CREATE TABLE automations (
+            id TEXT PRIMARY KEY,
+            user_key TEXT NOT NULL,
+            origin TEXT NOT NULL,           -- JSON Origin
+            name TEXT NOT NULL,
+            schedule TEXT NOT NULL,         -- JSON canonical schedule
+            action TEXT NOT NULL,           -- JSON action
+            enabled INTEGER NOT NULL DEFAULT 1,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL,
+            last_run_at TEXT,
+            next_run_at TEXT
+        );
+        CREATE INDEX automations_user ON automations(user_key);
+        CREATE TABLE automation_runs (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            automation_id TEXT NOT NULL,
+            scheduled_for TEXT NOT NULL,
+            started_at TEXT NOT NULL,
+            finished_at TEXT,
+            status TEXT NOT NULL,           -- claimed | delivered | failed
+            late INTEGER NOT NULL DEFAULT 0,
+            output TEXT,
+            UNIQUE(automation_id, scheduled_for)
+        );
+        CREATE TABLE email_drafts (
+            id TEXT PRIMARY KEY,
+            user_key TEXT NOT NULL,
+            message TEXT NOT NULL,          -- JSON of the full message (headers, body, Message-ID)
+            state TEXT NOT NULL DEFAULT 'draft',  -- draft | sent
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL
+        );
+        CREATE TABLE allowed_users (
+            surface TEXT NOT NULL,
+            user_id TEXT NOT NULL,
+            added_at TEXT NOT NULL,
+            PRIMARY KEY (surface, user_id)
+        );
+        CREATE TABLE pairing (
+            code TEXT PRIMARY KEY,
+            surface TEXT NOT NULL,
+            user_id TEXT NOT NULL,
+            chat_id TEXT NOT NULL,
+            user_name TEXT,
+            created_at TEXT NOT NULL,
+            expires_at TEXT NOT NULL,
+            attempts INTEGER NOT NULL DEFAULT 0
+        );
+        """
+    )
+    db["messages"].enable_fts(["content"], create_triggers=True, tokenize="trigram")

@@ -1,0 +1,83 @@
+"""The outbox: every message the assistant sends is a row first, delivered by the surface's dispatcher.
+
+A crash between writing and delivering leaves a pending row that the next start delivers; the
+`dedupe_key` makes enqueueing idempotent (an automation run or an approval outcome enqueued twice is
+still one message).
+"""
+
+from __future__ import annotations
+
+from sqlite_utils import Database
+
+from store.db import Store
+from store.records import Outbound, OutboxItem, iso, row_to, utcnow
+
+
+def _item(row: dict) -> OutboxItem:
+    data = dict(row)
+    data["outbound"] = Outbound.model_validate_json(data.pop("payload"))
+    for k in ("surface", "chat_id", "thread_id"):
+        data.pop(k, None)
+    return row_to(OutboxItem, data)
+
+
+class Outbox:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    async def enqueue(self, outbound: Outbound, dedupe_key: str | None = None) -> int:
+        """Add a message; with a dedupe key seen before, returns the existing row's id instead."""
+
+        def op(db: Database) -> int:
+            cur = db.execute(
+                "INSERT OR IGNORE INTO outbox (dedupe_key, surface, chat_id, thread_id, payload, state, created_at)"
+                " VALUES (?, ?, ?, ?, ?, 'pending', ?)",
+                [dedupe_key, outbound.origin.surface, outbound.origin.chat_id, outbound.origin.thread_id,
+                 outbound.model_dump_json(), iso(utcnow())],
+            )
+            if cur.rowcount:
+                return int(cur.lastrowid or 0)
+            return int(db.execute("SELECT id FROM outbox WHERE dedupe_key = ?", [dedupe_key]).fetchone()[0])
+
+        return await self.store.run(op)
+
+    async def get(self, item_id: int) -> OutboxItem | None:
+        def op(db: Database) -> OutboxItem | None:
+            rows = db.execute_returning_dicts("SELECT * FROM outbox WHERE id = ?", [item_id])
+            return _item(rows[0]) if rows else None
+
+        return await self.store.run(op)
+
+    async def due(self, surface: str, limit: int = 50) -> list[OutboxItem]:
+        """Pending rows for `surface` whose retry time has come, oldest first."""
+
+        def op(db: Database) -> list[OutboxItem]:
+            rows = db.execute_returning_dicts(
+                "SELECT * FROM outbox WHERE state = 'pending' AND surface = ?"
+                " AND (next_attempt_at IS NULL OR next_attempt_at <= ?) ORDER BY id LIMIT ?",
+                [surface, iso(utcnow()), limit],
+            )
+            return [_item(r) for r in rows]
+
+        return await self.store.run(op)
+
+    async def pending_count(self, surface: str | None = None) -> int:
+        sql, args = "SELECT count(*) FROM outbox WHERE state = 'pending'", []
+        if surface:
+            sql += " AND surface = ?"
+            args.append(surface)
+        return await self.store.run(lambda db: int(db.execute(sql, args).fetchone()[0]))
+
+    async def mark_sent(self, item_id: int, platform_message_id: str | None) -> None:
+        await self.store.run(lambda db: db["outbox"].update(
+            item_id, {"state": "sent", "platform_message_id": platform_message_id, "sent_at": iso(utcnow()),
+                      "error": None}))
+
+    async def mark_retry(self, item_id: int, error: str, next_attempt_at: str) -> None:
+        await self.store.run(lambda db: db.execute(
+            "UPDATE outbox SET attempts = attempts + 1, error = ?, next_attempt_at = ? WHERE id = ?",
+            [error, next_attempt_at, item_id]))
+
+    async def mark_failed(self, item_id: int, error: str) -> None:
+        await self.store.run(lambda db: db.execute(
+            "UPDATE outbox SET state = 'failed', attempts = attempts + 1, error = ? WHERE id = ?", [error, item_id]))

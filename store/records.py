@@ -1,0 +1,251 @@
+"""Persisted records. Every layer speaks these types; the tables live in `store.migrations`."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def iso(dt: datetime) -> str:
+    """UTC ISO-8601 text, the one format every timestamp column uses (sorts lexically)."""
+    return dt.astimezone(timezone.utc).isoformat(timespec="microseconds")
+
+
+def parse_iso(text: str) -> datetime:
+    return datetime.fromisoformat(text)
+
+
+class Origin(BaseModel):
+    """Where a conversation lives on a platform: replies, reminders and prompts go back here."""
+
+    surface: str
+    chat_id: str
+    thread_id: str | None = None
+
+    def key(self) -> str:
+        return ":".join(p for p in (self.surface, self.chat_id, self.thread_id) if p)
+
+
+class Attachment(BaseModel):
+    name: str
+    mime_type: str = "application/octet-stream"
+    size: int = 0
+    path: str = ""
+
+
+class Inbound(BaseModel):
+    """One message from a person, translated from a platform event by a surface."""
+
+    surface: str
+    chat_id: str
+    user_id: str
+    text: str
+    thread_id: str | None = None
+    user_name: str | None = None
+    is_group: bool = False
+    attachments: list[Attachment] = Field(default_factory=list)
+    platform_message_id: str | None = None
+
+    @property
+    def origin(self) -> Origin:
+        return Origin(surface=self.surface, chat_id=self.chat_id, thread_id=self.thread_id)
+
+    @property
+    def user_key(self) -> str:
+        return f"{self.surface}:{self.user_id}"
+
+
+class Button(BaseModel):
+    label: str
+    action: str  # approve | deny | clarify
+    value: str  # approval id, or "<clarify id>:<option index>"
+
+
+class Outbound(BaseModel):
+    """A message for a surface to render: text, optional buttons, optionally an edit of an earlier one."""
+
+    origin: Origin
+    text: str
+    buttons: list[Button] = Field(default_factory=list)
+    edit_of_outbox_id: int | None = None  # edit the platform message that outbox row produced
+    reply_to_platform_id: str | None = None
+
+
+class SessionRecord(BaseModel):
+    id: str
+    surface: str
+    chat_id: str
+    thread_id: str | None = None
+    user_key: str
+    kind: Literal["chat", "automation"] = "chat"
+    pinned_toolsets: list[str] | None = None
+    last_selection: dict[str, Any] | None = None
+    epoch: int = 0
+    created_at: str
+    updated_at: str
+
+    @property
+    def origin(self) -> Origin:
+        return Origin(surface=self.surface, chat_id=self.chat_id, thread_id=self.thread_id)
+
+
+class ToolCallRecord(BaseModel):
+    id: str
+    name: str
+    arguments: str  # raw JSON text as the model sent it
+
+
+class MessageRecord(BaseModel):
+    id: int | None = None
+    session_id: str
+    epoch: int = 0
+    turn_id: str
+    role: Literal["user", "assistant", "tool", "event"]
+    content: str = ""
+    tool_calls: list[ToolCallRecord] = Field(default_factory=list)
+    tool_call_id: str | None = None
+    tool_name: str | None = None
+    user_key: str | None = None
+    meta: dict[str, Any] = Field(default_factory=dict)
+    created_at: str = Field(default_factory=lambda: iso(utcnow()))
+
+
+class TaskRecord(BaseModel):
+    id: int
+    user_key: str
+    title: str
+    notes: str = ""
+    due: str | None = None
+    status: Literal["open", "done"] = "open"
+    created_at: str
+    updated_at: str
+
+
+class MemoryEntry(BaseModel):
+    id: int
+    user_key: str
+    target: Literal["user", "notes"]
+    content: str
+    created_at: str
+
+
+class AuditEvent(BaseModel):
+    id: int | None = None
+    at: str = Field(default_factory=lambda: iso(utcnow()))
+    actor: str
+    action: str
+    tool: str | None = None
+    args_sha256: str | None = None
+    subject: str | None = None
+    session_id: str | None = None
+    detail: dict[str, Any] = Field(default_factory=dict)
+
+
+OutboxState = Literal["pending", "sent", "failed"]
+
+
+class OutboxItem(BaseModel):
+    id: int
+    dedupe_key: str | None = None
+    outbound: Outbound
+    state: OutboxState = "pending"
+    attempts: int = 0
+    next_attempt_at: str | None = None
+    platform_message_id: str | None = None
+    error: str | None = None
+    created_at: str
+    sent_at: str | None = None
+
+
+ApprovalState = Literal[
+    "pending", "approved", "executing", "succeeded", "failed", "denied", "expired", "cancelled", "unknown"
+]
+
+
+class ApprovalRecord(BaseModel):
+    id: str
+    session_id: str
+    origin: Origin
+    requester: str
+    deciders: list[str]
+    tool: str
+    tool_call_id: str
+    args_json: str
+    args_sha256: str
+    binding_sha256: str | None = None
+    execution: str
+    preview: str
+    state: ApprovalState
+    created_at: str
+    expires_at: str
+    decided_by: str | None = None
+    decided_at: str | None = None
+    reason: str | None = None
+    result: str | None = None
+    prompt_refs: list[int] = Field(default_factory=list)  # outbox ids of the prompt messages
+
+
+class AutomationRecord(BaseModel):
+    id: str
+    user_key: str
+    origin: Origin
+    name: str
+    schedule: dict[str, Any]
+    action: dict[str, Any]
+    enabled: bool = True
+    created_at: str
+    updated_at: str
+    last_run_at: str | None = None
+    next_run_at: str | None = None
+
+
+class AutomationRun(BaseModel):
+    id: int
+    automation_id: str
+    scheduled_for: str
+    started_at: str
+    finished_at: str | None = None
+    status: Literal["claimed", "delivered", "failed"]
+    late: bool = False
+    output: str | None = None
+
+
+class EmailDraftRecord(BaseModel):
+    id: str
+    user_key: str
+    message: dict[str, Any]
+    state: Literal["draft", "sent"] = "draft"
+    created_at: str
+    updated_at: str
+
+
+class PairingRecord(BaseModel):
+    code: str
+    surface: str
+    user_id: str
+    chat_id: str
+    user_name: str | None = None
+    created_at: str
+    expires_at: str
+    attempts: int = 0
+
+
+def dumps(value: Any) -> str:
+    """Canonical JSON: sorted keys, no whitespace, UTF-8 kept (hashes are computed over this)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def row_to(model: type[BaseModel], row: dict[str, Any], json_fields: tuple[str, ...] = ()) -> Any:
+    """Build a record from a row, decoding the JSON text columns named in `json_fields`."""
+    data = dict(row)
+    for f in json_fields:
+        if isinstance(data.get(f), str):
+            data[f] = json.loads(data[f])
+    return model.model_validate(data)

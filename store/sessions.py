@@ -1,0 +1,63 @@
+"""Sessions: one conversation per (surface, chat, thread[, user in groups])."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sqlite_utils import Database
+
+from store.db import Store
+from store.records import Origin, SessionRecord, dumps, iso, row_to, utcnow
+
+_JSON = ("pinned_toolsets", "last_selection")
+
+
+def session_id_for(origin: Origin, user_id: str | None = None) -> str:
+    """The session key: the origin, plus the user when a group chat is shared by many people."""
+    key = origin.key()
+    return f"{key}#{user_id}" if user_id else key
+
+
+class Sessions:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    async def get_or_create(self, session_id: str, origin: Origin, user_key: str, kind: str = "chat") -> SessionRecord:
+        def op(db: Database) -> SessionRecord:
+            now = iso(utcnow())
+            db.execute(
+                "INSERT OR IGNORE INTO sessions (id, surface, chat_id, thread_id, user_key, kind, created_at, updated_at)"
+                " VALUES (?,?,?,?,?,?,?,?)",
+                [session_id, origin.surface, origin.chat_id, origin.thread_id, user_key, kind, now, now],
+            )
+            row = db["sessions"].get(session_id)
+            return row_to(SessionRecord, row, _JSON)
+
+        return await self.store.run(op)
+
+    async def get(self, session_id: str) -> SessionRecord | None:
+        def op(db: Database) -> SessionRecord | None:
+            rows = list(db["sessions"].rows_where("id = ?", [session_id]))
+            return row_to(SessionRecord, rows[0], _JSON) if rows else None
+
+        return await self.store.run(op)
+
+    async def update(self, session_id: str, **fields: Any) -> None:
+        """Set columns; list/dict values are stored as JSON."""
+        values = {k: (dumps(v) if isinstance(v, (list, dict)) else v) for k, v in fields.items()}
+        values["updated_at"] = iso(utcnow())
+        await self.store.run(lambda db: db["sessions"].update(session_id, values))
+
+    async def new_epoch(self, session_id: str) -> int:
+        """Start a fresh context (`/new`): old messages stay searchable but leave the model's view."""
+
+        def op(db: Database) -> int:
+            db.execute("UPDATE sessions SET epoch = epoch + 1, updated_at = ? WHERE id = ?", [iso(utcnow()), session_id])
+            return int(db.execute("SELECT epoch FROM sessions WHERE id = ?", [session_id]).fetchone()[0])
+
+        return await self.store.run(op)
+
+
+def decode_json(text: str | None) -> Any:
+    return json.loads(text) if text else None

@@ -1,0 +1,224 @@
+"""What a tool is: a typed async function plus the descriptor fields of the Anyy tool reference.
+
+A toolset module creates a `Toolset` and decorates its handlers with `@TOOLSET.tool(...)`. The handler's
+signature is the argument schema: pydantic builds the validator and the JSON schema from it, and the
+docstring's ``Args:`` section describes each parameter. Handlers receive a `ToolContext` first; it is the
+only way a tool reaches the gateway (send a message, schedule, use a connector), which keeps the imports
+pointing one way.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Protocol, get_type_hints
+from zoneinfo import ZoneInfo
+
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
+from store.db import Store
+from store.records import Origin
+
+
+class Risk(StrEnum):
+    READ = "read"
+    RUNTIME_LOW = "runtime-low"
+    RUNTIME_HIGH = "runtime-high"
+    CONFIG_LOW = "config-low"
+    CONFIG_HIGH = "config-high"
+    CREDENTIAL_HIGH = "credential-high"
+    DANGEROUS = "dangerous"
+    FORCE_REQUIRED = "force-required"
+
+
+class ApprovalPolicy(StrEnum):
+    NONE = "none"
+    HOOK = "hook"
+    ALWAYS = "always"
+
+
+class ExecutionPolicy(StrEnum):
+    DIRECT = "direct"
+    AUDIT = "audit"
+    CONFIRM = "confirm"
+    CHANGE_PLAN = "change_plan"
+    FORCE_CHANGE_PLAN = "force_change_plan"
+
+    @property
+    def needs_approval(self) -> bool:
+        return self in (ExecutionPolicy.CONFIRM, ExecutionPolicy.CHANGE_PLAN, ExecutionPolicy.FORCE_CHANGE_PLAN)
+
+
+class OutputBudget(BaseModel):
+    visible_chars: int = 4000
+    stored_chars: int = 200_000
+
+
+class Descriptor(BaseModel):
+    risk: Risk = Risk.READ
+    approval: ApprovalPolicy = ApprovalPolicy.NONE
+    execution: ExecutionPolicy = ExecutionPolicy.DIRECT
+    output_budget: OutputBudget = Field(default_factory=OutputBudget)
+
+
+class ToolError(Exception):
+    """A failure the model should read and can recover from (bad input found by the handler, a
+    refused recipient, a server that is down). Its message becomes the tool result."""
+
+
+class Preview(BaseModel):
+    """What an approval prompt shows, and what it binds beyond the arguments.
+
+    `binding` is hashed into the approval; before executing, the runtime asks for the preview again and
+    refuses if the binding changed (a draft edited after the prompt, a calendar event whose ETag moved).
+    """
+
+    text: str
+    binding: Any = None
+
+
+class ToolContext(Protocol):
+    """The gateway, as a tool sees it. Implemented in `gateway`; tests may implement it too."""
+
+    store: Store
+    user_key: str
+    session_id: str
+    origin: Origin
+    tz: ZoneInfo
+    turn_id: str
+
+    def now(self) -> datetime:
+        """Aware current time in the owner's zone."""
+        ...
+
+    def service(self, name: str) -> Any | None:
+        """A connector or gateway service by name ("email", "calendar", "automations", "surfaces"),
+        or None when it is not configured."""
+        ...
+
+    async def send(self, text: str, origin: Origin | None = None) -> int:
+        """Queue a message to the current origin (or `origin`, which must belong to the current user);
+        returns the outbox id."""
+        ...
+
+    async def ask(self, question: str, options: list[str]) -> int:
+        """Post a question (options become buttons where the surface has them). The answer arrives as
+        the user's next message; the current turn ends after this tool round."""
+        ...
+
+    def load_toolsets(self, names: list[str]) -> list[str]:
+        """Make more toolsets visible for the rest of this turn; returns the names now loaded."""
+        ...
+
+
+Handler = Callable[..., Awaitable[Any]]
+PreviewFn = Callable[[ToolContext, BaseModel], Awaitable[Preview]]
+
+
+@dataclass
+class Tool:
+    """One model-visible tool."""
+
+    name: str
+    toolset: str
+    description: str
+    args_model: type[BaseModel]
+    handler: Handler
+    descriptor: Descriptor
+    previewer: PreviewFn | None = None
+
+    def schema(self) -> dict[str, Any]:
+        """The provider-neutral schema: name, description, JSON-schema parameters."""
+        params = self.args_model.model_json_schema()
+        params.pop("title", None)
+        for prop in params.get("properties", {}).values():
+            prop.pop("title", None)
+        return {"name": self.name, "description": self.description, "parameters": params}
+
+    async def call(self, ctx: ToolContext, args: BaseModel) -> Any:
+        return await self.handler(ctx, **{k: getattr(args, k) for k in type(args).model_fields})
+
+    def preview(self, fn: PreviewFn) -> PreviewFn:
+        """Decorator: register the approval preview for this tool."""
+        self.previewer = fn
+        return fn
+
+
+@dataclass
+class Toolset:
+    """A named group of tools, selected together.
+
+    `keywords` are regular expressions (English and Chinese) that make the selector pick this toolset;
+    `requires` names the connector or service without which the toolset does not exist for the model.
+    """
+
+    name: str
+    description: str
+    keywords: tuple[str, ...] = ()
+    requires: str | None = None
+    tools: list[Tool] = field(default_factory=list)
+
+    def tool(
+        self,
+        *,
+        risk: Risk = Risk.READ,
+        approval: ApprovalPolicy = ApprovalPolicy.NONE,
+        execution: ExecutionPolicy = ExecutionPolicy.DIRECT,
+        visible_chars: int = 4000,
+        stored_chars: int = 200_000,
+    ) -> Callable[[Handler], Tool]:
+        """Decorator: turn `async def name(ctx, ...)` into a `Tool` of this toolset."""
+
+        def wrap(fn: Handler) -> Tool:
+            descriptor = Descriptor(risk=risk, approval=approval, execution=execution,
+                                    output_budget=OutputBudget(visible_chars=visible_chars, stored_chars=stored_chars))
+            t = Tool(name=fn.__name__, toolset=self.name, description=_summary(fn), args_model=args_model_for(fn),
+                     handler=fn, descriptor=descriptor)
+            self.tools.append(t)
+            return t
+
+        return wrap
+
+
+def _summary(fn: Callable[..., Any]) -> str:
+    doc = inspect.getdoc(fn) or ""
+    return doc.split("\nArgs:")[0].strip()
+
+
+def _arg_docs(fn: Callable[..., Any]) -> dict[str, str]:
+    """Parameter descriptions from a Google-style ``Args:`` section."""
+    doc = inspect.getdoc(fn) or ""
+    if "Args:" not in doc:
+        return {}
+    section = doc.split("Args:", 1)[1]
+    out: dict[str, str] = {}
+    current = None
+    for line in section.splitlines():
+        m = re.match(r"^\s{0,8}(\w+)(?:\s*\([^)]*\))?:\s*(.*)$", line)
+        if m and (not line.startswith(" " * 9)):
+            current = m.group(1)
+            out[current] = m.group(2).strip()
+        elif current and line.strip():
+            out[current] += " " + line.strip()
+        elif not line.strip() and out:
+            current = None
+    return out
+
+
+def args_model_for(fn: Callable[..., Any]) -> type[BaseModel]:
+    """A pydantic model of `fn`'s parameters after the context; unknown fields are rejected."""
+    sig = inspect.signature(fn)
+    hints = get_type_hints(fn)
+    docs = _arg_docs(fn)
+    fields: dict[str, Any] = {}
+    for i, (pname, param) in enumerate(sig.parameters.items()):
+        if i == 0:
+            continue  # the ToolContext
+        default = ... if param.default is inspect.Parameter.empty else param.default
+        fields[pname] = (hints.get(pname, Any), Field(default, description=docs.get(pname)))
+    name = "".join(p.title() for p in fn.__name__.split("_")) + "Args"
+    return create_model(name, __config__=ConfigDict(extra="forbid"), **fields)
