@@ -71,7 +71,7 @@ class Messages:
             if terms and all(len(t) >= 3 for t in terms):
                 rows = db.execute_returning_dicts(
                     "SELECT m.id, m.session_id, m.role, m.created_at,"
-                    " snippet(messages_fts, 0, '[', ']', '…', 12) AS snippet"
+                    " snippet(messages_fts, 0, '[', ']', '…', 40) AS snippet"
                     " FROM messages_fts JOIN messages m ON m.rowid = messages_fts.rowid"
                     " WHERE messages_fts MATCH ? AND m.user_key = ? AND m.role IN ('user','assistant')"
                     " ORDER BY m.id DESC LIMIT ?",

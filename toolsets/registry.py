@@ -1,0 +1,16 @@
+"""Every toolset the runtime knows, in a stable order. Adding a toolset is one line here."""
+
+from __future__ import annotations
+
+from toolsets.base import Tool, Toolset
+
+TOOLSETS: list[Toolset] = [
+]
+
+
+def all_tools() -> dict[str, Tool]:
+    return {t.name: t for ts in TOOLSETS for t in ts.tools}
+
+
+def toolset(name: str) -> Toolset | None:
+    return next((ts for ts in TOOLSETS if ts.name == name), None)
