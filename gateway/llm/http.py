@@ -1,0 +1,200 @@
+"""The part of a model client every HTTP provider shares: one httpx client, one POST per attempt, the
+classification of failures into retryable and not, and error messages written for a person.
+
+A provider subclasses `HttpModelClient` and supplies only its wire format: the endpoint, the headers,
+the request body for a model, and the reading of the response.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import http
+import logging
+import socket
+import ssl
+from typing import Any, Self
+
+import httpx
+
+from gateway.llm.retry import RetryPolicy, TransientError, parse_retry_after, with_retries
+from gateway.llm.types import ChatMessage, ModelReply, ModelUnavailable, ToolSchema
+
+log = logging.getLogger(__name__)
+
+# 408 (request timeout) and 409 (conflict, e.g. a lock held by another request) are worth a retry;
+# every other 4xx says the request or the credentials are wrong and will stay wrong.
+_RETRYABLE_4XX = frozenset({408, 409, 429})
+_REASONS = {529: "Overloaded"}  # Anthropic's status for an overloaded API; not in http.HTTPStatus
+_MAX_SERVER_MESSAGE = 300
+
+
+class HttpModelClient(abc.ABC):
+    """A ModelClient over httpx, non-streaming. Subclasses implement the four wire-format hooks.
+
+    `api_key_env` only names where the key came from, for error hints ("check the API key in
+    $OPENAI_API_KEY"); the key itself never appears in a message or a log line.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None,
+        model: str,
+        timeout_s: float,
+        max_retries: int,
+        max_tokens: int,
+        fallback_model: str = "",
+        *,
+        api_key_env: str = "",
+        backoff_base_s: float = 0.5,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.fallback_model = fallback_model
+        self.max_tokens = max_tokens
+        self.timeout_s = timeout_s
+        self._api_key = api_key or None
+        self._api_key_env = api_key_env
+        self._policy = RetryPolicy(max_retries=max_retries, backoff_base_s=backoff_base_s)
+        self._http = httpx.AsyncClient(timeout=httpx.Timeout(timeout_s))
+        self._where = _display_url(self.base_url)
+
+    @abc.abstractmethod
+    def endpoint(self) -> str:
+        """The URL to POST to."""
+
+    @abc.abstractmethod
+    def headers(self) -> dict[str, str]:
+        """Request headers, authentication included."""
+
+    @abc.abstractmethod
+    def request_body(self, messages: list[ChatMessage], tools: list[ToolSchema], model: str) -> dict[str, Any]:
+        """The JSON body asking `model` for one completion."""
+
+    @abc.abstractmethod
+    def read_reply(self, data: dict[str, Any], model: str) -> ModelReply:
+        """The reply in a successful response body. May raise KeyError/TypeError/ValueError on a body of
+        the wrong shape; the caller turns that into ModelUnavailable."""
+
+    async def complete(self, messages: list[ChatMessage], tools: list[ToolSchema]) -> ModelReply:
+        """One completion, with retries and the fallback model. Raises ModelUnavailable."""
+        models = [self.model]
+        if self.fallback_model and self.fallback_model != self.model:
+            models.append(self.fallback_model)
+
+        async def attempt(model: str) -> ModelReply:
+            data = await self._post(self.request_body(messages, tools, model))
+            try:
+                reply = self.read_reply(data, model)
+            except (KeyError, IndexError, TypeError, ValueError) as exc:
+                raise ModelUnavailable(
+                    f"the model at {self._where} sent a response this client cannot read "
+                    f"({type(exc).__name__}: {self._redact(str(exc))[:_MAX_SERVER_MESSAGE]})"
+                ) from None
+            log.debug("model_reply url=%s model=%s tool_calls=%d in=%d out=%d", self._where, reply.model,
+                      len(reply.tool_calls), reply.usage.input_tokens, reply.usage.output_tokens)
+            return reply
+
+        return await with_retries(attempt, models, self._policy, self._where)
+
+    async def aclose(self) -> None:
+        """Close the connection pool."""
+        await self._http.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def _post(self, body: dict[str, Any]) -> dict[str, Any]:
+        """One POST. Returns the JSON body of a 2xx; raises TransientError or ModelUnavailable."""
+        try:
+            # httpx's timeout bounds each read; this bounds the whole exchange, so a server trickling
+            # bytes cannot hold a turn past timeout_s either.
+            async with asyncio.timeout(self.timeout_s):
+                response = await self._http.post(self.endpoint(), json=body, headers=self.headers())
+        except (TimeoutError, httpx.TimeoutException):
+            raise TransientError(f"timed out after {self.timeout_s:g}s") from None
+        except httpx.TransportError as exc:
+            raise TransientError(_describe_transport_error(exc)) from None
+        status = response.status_code
+        if status >= 500 or status in _RETRYABLE_4XX:
+            raise TransientError(self._status_text(response), parse_retry_after(response.headers))
+        if status >= 400:
+            raise ModelUnavailable(f"the model at {self._where} refused the request: "
+                                   f"{self._status_text(response)}{self._hint(status)}")
+        try:
+            data = response.json()
+        except ValueError:
+            # A 2xx that is not JSON is usually a proxy or captive portal in the way; it may pass.
+            raise TransientError(f"HTTP {status} with a body that is not JSON") from None
+        if not isinstance(data, dict):
+            raise TransientError(f"HTTP {status} with a JSON body that is not an object")
+        return data
+
+    def _status_text(self, response: httpx.Response) -> str:
+        """Like "HTTP 503 Service Unavailable", then the server's own message if it gave one."""
+        reason = response.reason_phrase or _REASONS.get(response.status_code, "")
+        if not reason:
+            try:
+                reason = http.HTTPStatus(response.status_code).phrase
+            except ValueError:
+                reason = ""
+        text = f"HTTP {response.status_code} {reason}".rstrip()
+        message = _server_message(response)
+        if message and message.lower() != reason.lower():
+            text += ": " + self._redact(message)[:_MAX_SERVER_MESSAGE]
+        return text
+
+    def _hint(self, status: int) -> str:
+        if status in (401, 403):
+            where = f" in ${self._api_key_env}" if self._api_key_env else ""
+            return f" (check the API key{where})"
+        if status == 404:
+            return f" (check base_url {self._where!r} and model {self.model!r})"
+        return ""
+
+    def _redact(self, text: str) -> str:
+        """Servers sometimes echo the key they were given; it must not reach a chat or a log."""
+        return text.replace(self._api_key, "***") if self._api_key else text
+
+
+def _server_message(response: httpx.Response) -> str:
+    """The error message both providers put under error.message, else the start of the body."""
+    try:
+        data = response.json()
+    except ValueError:
+        return response.text.strip()[:_MAX_SERVER_MESSAGE]
+    error = data.get("error") if isinstance(data, dict) else None
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        return error["message"].strip()
+    if isinstance(error, str):
+        return error.strip()
+    return ""
+
+
+def _describe_transport_error(exc: BaseException) -> str:
+    """A short cause for a failed connection, from the innermost OS error httpx wraps."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(seen, socket.gaierror):
+            return "the host name does not resolve"
+        if isinstance(seen, ssl.SSLError):
+            return f"TLS error: {seen.reason or seen}"
+        seen = seen.__cause__ or seen.__context__
+    if isinstance(exc, httpx.RemoteProtocolError):
+        return "the connection closed before a complete response"
+    return f"connection failed: {exc or type(exc).__name__}"
+
+
+def _display_url(base_url: str) -> str:
+    """The base URL without credentials or query string, which may carry a key on some gateways."""
+    try:
+        url = httpx.URL(base_url)
+    except httpx.InvalidURL:
+        return "(invalid base_url)"
+    return str(url.copy_with(query=None, fragment=None, username=None, password=None))

@@ -1,0 +1,300 @@
+"""What the fake model server says and checks, in both wire formats (OpenAI chat completions and the
+Anthropic Messages API). The server itself, its scripting API and the fixtures are in
+tests/fixtures/model.py, which re-exports the step builders defined here.
+
+A *step* is one scripted response: an `Answer` (text and/or tool calls), a `Status` (an HTTP error), or
+a `Hang` (no answer within any sensible client timeout).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Kind = Literal["openai", "anthropic"]
+
+OPENAI_PATH = "/v1/chat/completions"
+ANTHROPIC_PATH = "/v1/messages"
+
+
+@dataclass(frozen=True)
+class Call:
+    """One tool call in an answer. `arguments` is the raw JSON text, possibly malformed on purpose."""
+
+    name: str
+    arguments: str
+    id: str | None = None
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A successful response: text, tool calls, or both. `usage` is (input, output) tokens; when None the
+    fake makes them up from the sizes of the request and the answer."""
+
+    text: str = ""
+    calls: tuple[Call, ...] = ()
+    usage: tuple[int, int] | None = None
+
+
+@dataclass(frozen=True)
+class Status:
+    """An HTTP error response. `body` None means the provider's usual error JSON for `code`; a dict is
+    sent as JSON, a str as plain text."""
+
+    code: int
+    headers: Mapping[str, str] = field(default_factory=dict)
+    body: dict[str, Any] | str | None = None
+
+
+@dataclass(frozen=True)
+class Hang:
+    """Answer nothing for `seconds` (or until the fake is reset), then a 504 nobody is waiting for."""
+
+    seconds: float
+
+
+Step = Answer | Status | Hang
+
+
+def reply(text: str, *, usage: tuple[int, int] | None = None) -> Answer:
+    """A plain text answer."""
+    return Answer(text=text, usage=usage)
+
+
+def tool_call(name: str, args: dict[str, Any] | str | None = None, call_id: str | None = None, *,
+              text: str = "", usage: tuple[int, int] | None = None) -> Answer:
+    """An answer calling one tool. `args` is a dict (sent as JSON) or raw JSON text sent exactly as given."""
+    raw = args if isinstance(args, str) else json.dumps(args or {})
+    return Answer(text=text, calls=(Call(name, raw, call_id),), usage=usage)
+
+
+def tool_calls(calls: Iterable[Answer | Call | tuple[str, dict[str, Any] | str]], *, text: str = "",
+               usage: tuple[int, int] | None = None) -> Answer:
+    """An answer calling several tools at once. Each item is a `tool_call(...)`, a `Call`, or a
+    `(name, args)` pair: `tool_calls([tool_call("a", {}), ("b", {"x": 1})])`."""
+    merged: list[Call] = []
+    for item in calls:
+        if isinstance(item, Answer):
+            merged.extend(item.calls)
+        elif isinstance(item, Call):
+            merged.append(item)
+        else:
+            merged.extend(tool_call(*item).calls)
+    return Answer(text=text, calls=tuple(merged), usage=usage)
+
+
+def malformed_args(name: str, raw: str = "{not json", call_id: str | None = None) -> Answer:
+    """A tool call whose arguments are not valid JSON. Over the Anthropic format, where `input` is
+    always an object, the raw text is sent as a JSON string instead."""
+    return tool_call(name, raw, call_id)
+
+
+def status(code: int, headers: Mapping[str, str] | None = None, body: dict[str, Any] | str | None = None) -> Status:
+    """An HTTP error, e.g. `status(429, {"Retry-After": "0.3"})` or `status(500)`."""
+    return Status(code, dict(headers or {}), body)
+
+
+def hang(seconds: float = 30.0) -> Hang:
+    """No answer for `seconds`: use with a client timeout well below it."""
+    return Hang(seconds)
+
+
+@dataclass(frozen=True)
+class ModelRequest:
+    """One request the fake received: its path, parsed JSON body, headers (lower-case names) and size."""
+
+    path: str
+    body: dict[str, Any]
+    headers: dict[str, str]
+    size: int
+
+    @property
+    def kind(self) -> Kind:
+        return "openai" if self.path == OPENAI_PATH else "anthropic"
+
+    @property
+    def model(self) -> str:
+        return str(self.body.get("model", ""))
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        return list(self.body.get("messages") or [])
+
+    @property
+    def tool_names(self) -> list[str]:
+        """Names of the tools the request offered, in either format."""
+        tools = self.body.get("tools") or []
+        return [t["function"]["name"] if "function" in t else t["name"] for t in tools]
+
+
+def last_user_text(body: Mapping[str, Any]) -> str:
+    """The text of the last user message holding text, in either format (tool results are skipped)."""
+    for message in reversed(body.get("messages") or []):
+        if message.get("role") != "user":
+            continue
+        content = message.get("content")
+        if isinstance(content, str):
+            return content
+        texts = [part.get("text", "") for part in content or [] if part.get("type") == "text"]
+        if texts:
+            return "\n".join(texts)
+    return ""
+
+
+def echo(body: Mapping[str, Any]) -> Step:
+    """The default responder: `echo: <last user text>`."""
+    return reply(f"echo: {last_user_text(body)}")
+
+
+_ids = itertools.count(1)
+
+
+def answer_body(kind: Kind, answer: Answer, request: Mapping[str, Any], request_size: int) -> dict[str, Any]:
+    """The success response body for `answer`, in the request's format, echoing the requested model."""
+    n = next(_ids)
+    model = request.get("model", "fake")
+    if answer.usage:
+        usage_in, usage_out = answer.usage
+    else:
+        usage_in = max(1, request_size // 4)
+        usage_out = max(1, (len(answer.text) + sum(len(c.arguments) for c in answer.calls)) // 4)
+    if kind == "openai":
+        message: dict[str, Any] = {"role": "assistant", "content": answer.text or None}
+        if answer.calls:
+            message["tool_calls"] = [
+                {"id": c.id or f"call_{n}_{i}", "type": "function",
+                 "function": {"name": c.name, "arguments": c.arguments}}
+                for i, c in enumerate(answer.calls)
+            ]
+        return {
+            "id": f"chatcmpl-{n}", "object": "chat.completion", "created": int(time.time()), "model": model,
+            "choices": [{"index": 0, "message": message,
+                         "finish_reason": "tool_calls" if answer.calls else "stop"}],
+            "usage": {"prompt_tokens": usage_in, "completion_tokens": usage_out,
+                      "total_tokens": usage_in + usage_out},
+        }
+    content: list[dict[str, Any]] = [{"type": "text", "text": answer.text}] if answer.text else []
+    content.extend({"type": "tool_use", "id": c.id or f"toolu_{n}_{i}", "name": c.name, "input": _input(c.arguments)}
+                   for i, c in enumerate(answer.calls))
+    return {
+        "id": f"msg_{n}", "type": "message", "role": "assistant", "model": model, "content": content,
+        "stop_reason": "tool_use" if answer.calls else "end_turn", "stop_sequence": None,
+        "usage": {"input_tokens": usage_in, "output_tokens": usage_out},
+    }
+
+
+def _input(arguments: str) -> Any:
+    try:
+        return json.loads(arguments)
+    except ValueError:
+        return arguments  # malformed_args: the only way to carry bad JSON in this format
+
+
+def error_body(kind: Kind, code: int, message: str) -> dict[str, Any]:
+    """The provider's error JSON for an HTTP error."""
+    error_type = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
+                  404: "not_found_error", 429: "rate_limit_error", 529: "overloaded_error"}.get(code, "api_error")
+    if kind == "openai":
+        return {"error": {"message": message, "type": error_type, "param": None, "code": None}}
+    return {"type": "error", "error": {"type": error_type, "message": message}}
+
+
+def wire_problem(kind: Kind, body: Any, headers: Mapping[str, str]) -> str | None:
+    """Why the real API would reject this request with a 400, or None. Checks the structure our clients
+    must get right (roles, pairing of tool calls with results, required fields), not every field."""
+    if not isinstance(body, dict):
+        return "the request body must be a JSON object"
+    if not isinstance(body.get("model"), str) or not body["model"]:
+        return "model: field required"
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        return "messages: must be a non-empty array"
+    if kind == "openai":
+        return _openai_problem(messages, body.get("tools"))
+    if not headers.get("anthropic-version"):
+        return "anthropic-version: header is required"
+    if not isinstance(body.get("max_tokens"), int) or body["max_tokens"] < 1:
+        return "max_tokens: field required"
+    return _anthropic_problem(messages, body.get("tools"))
+
+
+def _openai_problem(messages: list[Any], tools: Any) -> str | None:
+    pending: set[str] = set()
+    for i, m in enumerate(messages):
+        role = m.get("role") if isinstance(m, dict) else None
+        if role not in ("system", "user", "assistant", "tool", "developer"):
+            return f"messages[{i}].role: invalid value {role!r}"
+        if role == "tool":
+            if m.get("tool_call_id") not in pending:
+                return (f"messages[{i}]: messages with role 'tool' must be a response to a preceding message "
+                        f"with 'tool_calls' (tool_call_id {m.get('tool_call_id')!r})")
+            pending.discard(m["tool_call_id"])
+            continue
+        if pending:
+            return (f"messages[{i}]: an assistant message with 'tool_calls' must be followed by tool messages "
+                    f"responding to each 'tool_call_id'; missing {sorted(pending)}")
+        calls = (m.get("tool_calls") or []) if role == "assistant" else []
+        for c in calls:
+            fn = c.get("function") or {}
+            if c.get("type") != "function" or not c.get("id") or not isinstance(fn.get("name"), str) \
+                    or not isinstance(fn.get("arguments"), str):
+                return (f"messages[{i}].tool_calls: each needs id, type 'function', function.name and "
+                        "function.arguments (a string)")
+        if not calls and not isinstance(m.get("content"), (str, list)):
+            return f"messages[{i}].content: required"
+        pending = {c["id"] for c in calls}
+    if pending:
+        return f"tool_calls without tool messages responding to them: {sorted(pending)}"
+    for t in tools or []:
+        fn = t.get("function") or {}
+        if t.get("type") != "function" or not isinstance(fn.get("name"), str) \
+                or not isinstance(fn.get("parameters"), dict):
+            return "tools: each needs type 'function' and function.name, function.parameters"
+    if tools == []:
+        return "tools: [] is too short - omit the field instead"
+    return None
+
+
+def _anthropic_problem(messages: list[Any], tools: Any) -> str | None:
+    expected: set[str] = set()
+    previous_role = None
+    for i, m in enumerate(messages):
+        role = m.get("role") if isinstance(m, dict) else None
+        if role not in ("user", "assistant"):
+            return f"messages.{i}.role: Input should be 'user' or 'assistant'"
+        if i == 0 and role != "user":
+            return "messages: first message must use the \"user\" role"
+        if role == previous_role:
+            return f"messages: roles must alternate between \"user\" and \"assistant\", found two \"{role}\" in a row"
+        previous_role = role
+        content = m.get("content")
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        if not isinstance(blocks, list) or not blocks:
+            return f"messages.{i}.content: must be a string or a non-empty array of blocks"
+        kinds = [b.get("type") for b in blocks]
+        results = {b.get("tool_use_id") for b in blocks if b.get("type") == "tool_result"}
+        if results and role != "user":
+            return f"messages.{i}: tool_result blocks are only allowed in user messages"
+        if role == "user" and expected - results:
+            return (f"messages.{i}: `tool_use` ids were found without `tool_result` blocks immediately after: "
+                    f"{', '.join(sorted(expected - results))}")
+        if results - expected:
+            return (f"messages.{i}: unexpected `tool_use_id` found in `tool_result` blocks: "
+                    f"{', '.join(sorted(str(r) for r in results - expected))}")
+        first_other = next((j for j, k in enumerate(kinds) if k != "tool_result"), len(kinds))
+        if "tool_result" in kinds[first_other:]:
+            return f"messages.{i}: tool_result blocks must come first in the content array"
+        for b in blocks:
+            if b.get("type") == "text" and not (isinstance(b.get("text"), str) and b["text"]):
+                return f"messages.{i}: text content blocks must be non-empty"
+            if b.get("type") == "tool_use" and (role != "assistant" or not isinstance(b.get("input"), dict)):
+                return f"messages.{i}: tool_use blocks belong to assistant messages and need an object input"
+        expected = {b.get("id") for b in blocks if b.get("type") == "tool_use"} if role == "assistant" else set()
+    for t in tools or []:
+        if not isinstance(t.get("name"), str) or not isinstance(t.get("input_schema"), dict):
+            return "tools: each needs name and input_schema"
+    return None
