@@ -248,4 +248,6 @@ def row_to(model: type[BaseModel], row: dict[str, Any], json_fields: tuple[str, 
     for f in json_fields:
         if isinstance(data.get(f), str):
             data[f] = json.loads(data[f])
+        elif data.get(f) is None:
+            data.pop(f, None)  # NULL column: the model's default (empty list / dict / None) applies
     return model.model_validate(data)

@@ -1,0 +1,167 @@
+"""The Gateway: wires the store, model, runtime, approvals, outbox, scheduler and surfaces together.
+
+`Gateway.start()` brings everything up in one event loop; a surface that fails to start is reported
+and the others keep running. With `resident=False` (an `anyy chat` while `anyy run` holds the data
+directory) the gateway neither fires schedules nor recovers other processes' turns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from gateway.access import Access
+from gateway.approvals import ApprovalService
+from gateway.commands import Commands
+from gateway.config import Config, secret
+from gateway.context import TurnContext
+from gateway.llm import make_client
+from gateway.llm.types import ModelClient
+from gateway.outbox import OutboxService
+from gateway.policy import Policy
+from gateway.runtime import Runtime
+from gateway.services import build_services
+from gateway.surfaces.base import Surface
+from gateway.toolcalls import ToolCaller
+from store.audit import Audit
+from store.db import Store
+from store.records import ApprovalRecord, Inbound, Origin
+from toolsets.base import Toolset
+from toolsets.registry import TOOLSETS
+
+log = logging.getLogger(__name__)
+
+_DEFAULT: Any = object()
+
+OUTCOME_TEXT = {
+    "succeeded": "was approved by {by} and has run. Result: {result}",
+    "failed": "was approved by {by} but failed: {result}",
+    "denied": "was denied by {by}.{reason}",
+    "expired": "expired without a decision; nothing was run.",
+    "cancelled": "was cancelled; nothing was run.",
+    "unknown": "has an unknown outcome: {result}",
+}
+
+
+class Gateway:
+    """Implements the surfaces' `GatewayPort` (receive, press)."""
+
+    def __init__(self, config: Config, *, surfaces: list[Surface] | None = None, model: ModelClient | None = _DEFAULT,
+                 resident: bool = True, toolsets: list[Toolset] | None = None) -> None:
+        self.config = config
+        self.toolsets = TOOLSETS if toolsets is None else toolsets
+        self.surfaces = surfaces or []
+        self.resident = resident
+        self.model = self._default_model() if model is _DEFAULT else model
+        self.store = Store(config.store_path)
+        self.outbox = OutboxService(self.store)
+        self.services: dict[str, Any] = {}
+        self.started: dict[str, str] = {}  # surface name -> "up" | "down: <why>"
+        self._background: list[asyncio.Task[None]] = []
+        self._stopped = False
+
+    def _default_model(self) -> ModelClient | None:
+        cfg = self.config.model
+        return make_client(cfg, secret(cfg.api_key_env)) if cfg.configured else None
+
+    async def start(self) -> None:
+        await self.store.open()
+        self.access = Access(self.store, self.config)
+        tools = {t.name: t for ts in self.toolsets for t in ts.tools}
+        self.approvals = ApprovalService(self.store, self.config, tools, self.outbox.enqueue, self._context_for,
+                                         self._on_outcome)
+        caller = ToolCaller(tools, Policy(self.config.tool_governance, self.config.approvals), self.approvals,
+                            Audit(self.store), self.access.deciders)
+        self.services.update(await build_services(self))
+        self.runtime = Runtime(self.store, self.config, self.model, self.toolsets, self.services, self.outbox, caller,
+                               self.access)
+        self.runtime.commands = Commands(self.runtime, self.approvals)
+        self.outbox.start({s.name: s for s in self.surfaces})
+        for surface in self.surfaces:
+            await self._start_surface(surface)
+        if self.resident:
+            await self.approvals.recover()
+            await self.approvals.sweep()
+            self._background.append(asyncio.create_task(self.approvals.run_sweeper(), name="approval-sweeper"))
+            await self.runtime.recover()
+            scheduler = self.services.get("automations")
+            if scheduler is not None:
+                await scheduler.start()
+
+    async def _start_surface(self, surface: Surface) -> None:
+        try:
+            await surface.start(self)
+            self.started[surface.name] = "up"
+            log.info("surface_started surface=%s", surface.name)
+        except Exception as exc:  # one broken surface must not take the others down
+            self.started[surface.name] = f"down: {exc}"
+            log.error("surface_failed surface=%s error=%s", surface.name, exc)
+
+    async def stop(self) -> None:
+        """Graceful shutdown: stop receiving, let running turns finish, flush the outbox. Idempotent."""
+        if self._stopped:
+            return
+        self._stopped = True
+        for surface in self.surfaces:
+            try:
+                await surface.stop()
+            except Exception:
+                log.exception("surface_stop_failed surface=%s", surface.name)
+        scheduler = self.services.get("automations")
+        if scheduler is not None and self.resident:
+            await scheduler.shutdown()
+        try:
+            await asyncio.wait_for(self.runtime.wait_idle(), timeout=30)
+        except asyncio.TimeoutError:
+            log.warning("shutdown_with_turns_running")  # their inbounds stay pending and re-run at start
+        await self.approvals.drain()
+        await self.outbox.stop()
+        for task in self._background:
+            task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
+        for closer in (getattr(s, "aclose", None) for s in self.services.values()):
+            if closer is not None:
+                await closer()
+        if self.model is not None:
+            await self.model.aclose()
+        await self.store.close()
+
+    async def idle(self) -> None:
+        """Wait until no turn, approval execution or deliverable message is outstanding."""
+        while True:
+            await self.runtime.wait_idle()
+            await self.approvals.drain()
+            await self.outbox.wait_idle()
+            if not self.runtime._tasks and not self.approvals._tasks:
+                return
+
+    # -- GatewayPort ------------------------------------------------------------------------------
+
+    async def receive(self, inbound: Inbound, dedupe_key: str | None = None) -> bool:
+        return await self.runtime.receive(inbound, dedupe_key)
+
+    async def press(self, surface: str, user_id: str, action: str, value: str, origin: Origin) -> str:
+        user_key = f"{surface}:{user_id}"
+        if action in ("approve", "deny"):
+            return await self.approvals.decide(value, user_key, approve=action == "approve")
+        if action == "clarify":
+            await self.receive(Inbound(surface=surface, chat_id=origin.chat_id, thread_id=origin.thread_id,
+                                       user_id=user_id, text=value))
+            return f"You chose: {value}"
+        return "Unknown button."
+
+    # -- approvals plumbing -----------------------------------------------------------------------
+
+    async def _context_for(self, rec: ApprovalRecord) -> TurnContext:
+        available = self.runtime.available()
+        return TurnContext(store=self.store, user_key=rec.requester, session_id=rec.session_id, origin=rec.origin,
+                           tz=self.config.tz, turn_id=f"approval-{rec.id}", services=self.services,
+                           enqueue=self.outbox.enqueue, available={ts.name: ts for ts in available},
+                           loaded={ts.name for ts in available})
+
+    async def _on_outcome(self, rec: ApprovalRecord) -> None:
+        text = OUTCOME_TEXT.get(rec.state, rec.state).format(
+            by=rec.decided_by or "the owner", result=rec.result or "",
+            reason=f" Reason: {rec.reason}" if rec.reason else "")
+        self.runtime.resume(rec.session_id, f"Approval {rec.id} for {rec.tool} {text}", f"approval-{rec.id}-{rec.state}")

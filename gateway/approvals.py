@@ -1,0 +1,220 @@
+"""Durable approvals: hold a call, post a prompt, decide once, execute the stored call at most once.
+
+An approval is a row, not a coroutine: every step is an atomic state transition in the store, so a
+restart, a double tap or a replayed callback can never run a call twice. See docs/approvals.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import secrets
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+
+from pydantic import BaseModel, ValidationError
+
+from gateway.config import Config
+from store.approvals import Approvals
+from store.db import Store
+from store.records import ApprovalRecord, Button, Outbound, dumps, iso, parse_iso, utcnow
+from toolsets.base import Preview, Tool, ToolContext, ToolError
+
+log = logging.getLogger(__name__)
+
+Enqueue = Callable[[Outbound, str | None], Awaitable[int]]
+ContextFor = Callable[[ApprovalRecord], Awaitable[ToolContext]]
+OnOutcome = Callable[[ApprovalRecord], Awaitable[None]]
+
+_DONE_MARK = {"succeeded": "✅ Approved — done", "failed": "❌ Approved — failed", "denied": "🚫 Denied",
+              "expired": "⌛ Expired", "cancelled": "Cancelled", "unknown": "⚠️ Outcome unknown"}
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def binding_hash(preview: Preview) -> str | None:
+    return None if preview.binding is None else sha256_text(dumps(preview.binding))
+
+
+def new_approval_id() -> str:
+    """Unguessable and short: 16 URL-safe characters (96 bits), well inside Telegram's 64-byte callbacks."""
+    return secrets.token_urlsafe(12)
+
+
+class ApprovalService:
+    def __init__(self, store: Store, config: Config, tools: dict[str, Tool], enqueue: Enqueue,
+                 context_for: ContextFor, on_outcome: OnOutcome) -> None:
+        self.repo = Approvals(store)
+        self.config = config
+        self.tools = tools
+        self.enqueue = enqueue
+        self.context_for = context_for
+        self.on_outcome = on_outcome
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # -- holding a call ---------------------------------------------------------------------------
+
+    async def hold(self, ctx: ToolContext, tool: Tool, args: BaseModel, tool_call_id: str, execution: str,
+                   deciders: list[str]) -> ApprovalRecord:
+        """Record the exact call and post its prompt. Returns the pending approval."""
+        preview = await self._preview(ctx, tool, args)
+        args_json = dumps(args.model_dump(mode="json"))
+        now = utcnow()
+        ttl = self.config.approvals.ttl_hours.get(tool.name, self.config.approvals.default_ttl_hours)
+        rec = ApprovalRecord(
+            id=new_approval_id(), session_id=ctx.session_id, origin=ctx.origin, requester=ctx.user_key,
+            deciders=sorted({ctx.user_key, *deciders}), tool=tool.name, tool_call_id=tool_call_id,
+            args_json=args_json, args_sha256=sha256_text(args_json), binding_sha256=binding_hash(preview),
+            execution=execution, preview=preview.text, state="pending", created_at=iso(now),
+            expires_at=iso(now + timedelta(hours=ttl)),
+        )
+        await self.repo.create(rec)
+        outbox_id = await self.enqueue(self._prompt(rec), f"approval:{rec.id}:prompt")
+        await self.repo.add_prompt_ref(rec.id, outbox_id)
+        log.info("approval_pending id=%s tool=%s session=%s", rec.id, rec.tool, rec.session_id)
+        return rec
+
+    async def _preview(self, ctx: ToolContext, tool: Tool, args: BaseModel) -> Preview:
+        if tool.previewer is not None:
+            return await tool.previewer(ctx, args)
+        lines = [f"{k}: {v}" for k, v in args.model_dump(mode="json").items()]
+        return Preview(text="\n".join(lines) or "(no arguments)")
+
+    def _prompt(self, rec: ApprovalRecord) -> Outbound:
+        expires = parse_iso(rec.expires_at).astimezone(self.config.tz).strftime("%Y-%m-%d %H:%M")
+        text = (f"🔐 Approval needed: {rec.tool}\n\n{rec.preview}\n\n"
+                f"Expires {expires}. Reply /approve {rec.id} or /deny {rec.id} [reason].")
+        return Outbound(origin=rec.origin, text=text, buttons=[
+            Button(label="Approve", action="approve", value=rec.id),
+            Button(label="Deny", action="deny", value=rec.id)])
+
+    # -- deciding ---------------------------------------------------------------------------------
+
+    async def decide(self, approval_id: str, actor: str, approve: bool, reason: str | None = None) -> str:
+        """Approve or deny on behalf of `actor` (a user key). Returns a short answer for the presser.
+        Approval only starts the execution; its outcome arrives as its own message."""
+        rec = await self.repo.get(approval_id)
+        if rec is None:
+            return f"No approval {approval_id}."
+        if actor not in rec.deciders:
+            log.info("approval_refused_actor id=%s", approval_id)
+            return "You are not allowed to decide this approval."
+        if rec.state != "pending":
+            return f"Already {rec.state}; nothing changed."
+        if parse_iso(rec.expires_at) <= utcnow():
+            await self.expire(approval_id)
+            return "This approval has expired; nothing was run."
+        fields = {"decided_by": actor, "decided_at": iso(utcnow()), "reason": reason}
+        if not approve:
+            done = await self.repo.transition(approval_id, ("pending",), "denied", actor, **fields)
+            if done is None:
+                return "Already decided; nothing changed."
+            await self._finish(done)
+            return "Denied."
+        done = await self.repo.transition(approval_id, ("pending",), "approved", actor, **fields)
+        if done is None:
+            return "Already decided; nothing changed."
+        self._spawn(self.execute(approval_id))
+        return "Approved; running it now."
+
+    def _spawn(self, coro: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def drain(self) -> None:
+        """Wait for executions started by decisions (used at shutdown and by tests)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    # -- executing --------------------------------------------------------------------------------
+
+    async def execute(self, approval_id: str) -> None:
+        """Run the stored call once. The `approved -> executing` transition is the claim: whoever
+        wins it runs the call; everyone else finds it taken."""
+        rec = await self.repo.transition(approval_id, ("approved",), "executing", "anyy")
+        if rec is None:
+            return
+        state, result = await self._run(rec)
+        done = await self.repo.transition(approval_id, ("executing",), state, "anyy", result=result)
+        log.info("approval_executed id=%s tool=%s state=%s", approval_id, rec.tool, state)
+        if done is not None:
+            await self._finish(done)
+
+    async def _run(self, rec: ApprovalRecord) -> tuple[str, str]:
+        tool = self.tools.get(rec.tool)
+        if tool is None:
+            return "failed", f"the tool {rec.tool} no longer exists"
+        if sha256_text(rec.args_json) != rec.args_sha256:
+            return "failed", "refused: the stored call does not match what was shown (hash mismatch)"
+        try:
+            args = tool.args_model.model_validate_json(rec.args_json)
+            ctx = await self.context_for(rec)
+            if rec.binding_sha256 is not None:
+                now_preview = await self._preview(ctx, tool, args)
+                if binding_hash(now_preview) != rec.binding_sha256:
+                    return "failed", "refused: what this approval showed has changed since (edited, or changed " \
+                                     "on the server); ask again for a new approval"
+            value = await tool.call(ctx, args)
+        except (ToolError, ValidationError) as exc:
+            return "failed", str(exc)
+        except Exception as exc:  # the outcome is known (it raised); report it, never retry
+            log.exception("approval_tool_crashed id=%s tool=%s", rec.id, rec.tool)
+            return "failed", f"{type(exc).__name__}: {exc}"
+        return "succeeded", value if isinstance(value, str) else dumps(
+            value.model_dump(mode="json") if isinstance(value, BaseModel) else value)
+
+    # -- endings ----------------------------------------------------------------------------------
+
+    async def _finish(self, rec: ApprovalRecord) -> None:
+        """Edit the prompt to show the outcome, then let the session continue."""
+        mark = _DONE_MARK.get(rec.state, rec.state)
+        by = f" by {rec.decided_by}" if rec.decided_by and rec.state in ("denied", "succeeded", "failed") else ""
+        detail = f"\n{rec.result}" if rec.result and rec.state in ("failed", "unknown") else ""
+        if rec.reason and rec.state == "denied":
+            detail = f"\nReason: {rec.reason}"
+        text = f"{mark}{by}: {rec.tool}\n\n{rec.preview}{detail}"
+        for ref in rec.prompt_refs:
+            await self.enqueue(Outbound(origin=rec.origin, text=text, edit_of_outbox_id=ref),
+                               f"approval:{rec.id}:edit:{rec.state}:{ref}")
+        await self.on_outcome(rec)
+
+    async def expire(self, approval_id: str) -> None:
+        done = await self.repo.transition(approval_id, ("pending",), "expired", "anyy")
+        if done is not None:
+            await self._finish(done)
+
+    async def sweep(self) -> int:
+        """Expire every pending approval past its time. Returns how many expired."""
+        ids = await self.repo.due_to_expire()
+        for approval_id in ids:
+            await self.expire(approval_id)
+        return len(ids)
+
+    async def recover(self) -> None:
+        """At start-up: a call found `executing` crashed mid-flight and its outcome is unknown — tell
+        the owner and never retry it. A call found `approved` never started, so it runs now."""
+        for approval_id in await self.repo.ids_in_state("executing"):
+            done = await self.repo.transition(
+                approval_id, ("executing",), "unknown", "anyy",
+                result="the gateway stopped while this was running; check whether it happened before retrying")
+            if done is not None:
+                await self.enqueue(Outbound(origin=done.origin, text=(
+                    f"⚠️ {done.tool} (approval {done.id}) was running when Anyy stopped. Its outcome is "
+                    "unknown and it will not be retried automatically; please check, then ask again if needed.")),
+                    f"approval:{done.id}:unknown-notice")
+                await self._finish(done)
+        for approval_id in await self.repo.ids_in_state("approved"):
+            self._spawn(self.execute(approval_id))
+
+    async def run_sweeper(self, every_s: float = 60.0) -> None:
+        while True:
+            await asyncio.sleep(every_s)
+            try:
+                await self.sweep()
+            except Exception:
+                log.exception("approval_sweep_failed")
+

@@ -1,0 +1,123 @@
+"""Slash commands: they work without a model, on every surface."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from gateway.approvals import ApprovalService
+from gateway.runtime import Runtime
+from gateway.selection import Selection, describe_selection, describe_tools, select_toolsets, tools_for
+from store.approvals import Approvals
+from store.records import Inbound, SessionRecord
+from store.tasks import Tasks
+from toolsets.loader import loader_tool
+
+HELP = """Anyy — your assistant. Just write; or use:
+/new — start a fresh conversation (history stays searchable)
+/tools — the tools visible to the model now
+/toolsets — what the last turn selected and why; /toolsets pin NAME… or /toolsets auto
+/remind <when> <text> — e.g. /remind 10m stretch, /remind 09:00 standup
+/reminders — your reminders; /cancel <id> to delete one
+/tasks — your open tasks
+/approvals — actions waiting for your approval; /approve ID, /deny ID [reason]"""
+
+Handler = Callable[[Inbound, SessionRecord, str], Awaitable[str]]
+
+
+class Commands:
+    """Routes `/name args` to a handler; returns None for text that is not a known command."""
+
+    def __init__(self, runtime: Runtime, approvals: ApprovalService) -> None:
+        self.runtime = runtime
+        self.approvals = approvals
+        self.table: dict[str, Handler] = {
+            "start": self.start, "help": self.help, "new": self.new, "tools": self.tools,
+            "toolsets": self.toolsets, "approvals": self.list_approvals, "approve": self.approve,
+            "deny": self.deny, "tasks": self.tasks, "remind": self.remind, "reminders": self.reminders,
+            "cancel": self.cancel,
+        }
+
+    async def __call__(self, inbound: Inbound, session: SessionRecord) -> str | None:
+        head, _, args = inbound.text.strip().partition(" ")
+        name = head[1:].split("@", 1)[0].lower()  # Telegram appends @botname in groups
+        handler = self.table.get(name)
+        if handler is None:
+            return f"Unknown command /{name}. Try /help."
+        return await handler(inbound, session, args.strip())
+
+    async def start(self, inbound: Inbound, session: SessionRecord, args: str) -> str:
+        return "Hi! I'm Anyy, your assistant. " + HELP.split("\n", 1)[1]
+
+    async def help(self, inbound: Inbound, session: SessionRecord, args: str) -> str:
+        return HELP
+
+    async def new(self, inbound: Inbound, session: SessionRecord, args: str) -> str:
+        await self.runtime.sessions.new_epoch(session.id)
+        return "Started a fresh conversation. Earlier messages stay searchable."
+
+    def _selection(self, session: SessionRecord) -> Selection:
+        if session.last_selection:
+            return Selection.model_validate(session.last_selection)
+        return select_toolsets("", has_attachments=False, recent=[], pins=session.pinned_toolsets,
+                               available=self.runtime.available())
+
+    async def tools(self, inbound: Inbound, session: SessionRecord, args: str) -> str:
+        available = self.runtime.available()
+        return describe_tools(tools_for(self._selection(session).names, available, loader_tool(available)))
+
+    async def toolsets(self, inbound: Inbound, session: SessionRecord, args: str) -> str:
+        words = args.split()
+        available = {ts.name for ts in self.runtime.available()}
+        if words[:1] == ["auto"]:
+            await self.runtime.sessions.update(session.id, pinned_toolsets=None)
+            return "Toolsets are chosen automatically again for each message."
+        if words[:1] == ["pin"]:
+            names = words[1:]
+            unknown = [n for n in names if n not in available]
+            if not names or unknown:
+                return (f"Unknown toolsets: {', '.join(unknown)}. " if unknown else "Name at least one toolset. ") + \
+                    f"Available: {', '.join(sorted(available))}"
+            await self.runtime.sessions.update(session.id, pinned_toolsets=names)
+            return f"Pinned: {', '.join(names)} (plus the loader). /toolsets auto to undo."
+        pins = f"Pinned: {', '.join(session.pinned_toolsets)}\n" if session.pinned_toolsets else ""
+        return pins + describe_selection(self._selection(session)) + f"\nAvailable: {', '.join(sorted(available))}"
+
+    async def list_approvals(self, inbound: Inbound, session: SessionRecord, args: str) -> str:
+        pending = [a for a in await Approvals(self.runtime.store).list(("pending",))
+                   if inbound.user_key in a.deciders]
+        if not pending:
+            return "Nothing is waiting for your approval."
+        return "\n".join(f"{a.id} — {a.tool}: {a.preview.splitlines()[0][:80] if a.preview else ''}" for a in pending)
+
+    async def approve(self, inbound: Inbound, session: SessionRecord, args: str) -> str:
+        if not args:
+            return "Usage: /approve ID"
+        return await self.approvals.decide(args.split()[0], inbound.user_key, approve=True)
+
+    async def deny(self, inbound: Inbound, session: SessionRecord, args: str) -> str:
+        approval_id, _, reason = args.partition(" ")
+        if not approval_id:
+            return "Usage: /deny ID [reason]"
+        return await self.approvals.decide(approval_id, inbound.user_key, approve=False, reason=reason.strip() or None)
+
+    async def tasks(self, inbound: Inbound, session: SessionRecord, args: str) -> str:
+        open_tasks = await Tasks(self.runtime.store).list(inbound.user_key)
+        if not open_tasks:
+            return "No open tasks."
+        return "\n".join(f"#{t.id} {t.title}" + (f" (due {t.due})" if t.due else "") for t in open_tasks)
+
+    async def remind(self, inbound: Inbound, session: SessionRecord, args: str) -> str:
+        from gateway.reminders import remind_command
+
+        service = self.runtime.services.get("automations")
+        return await remind_command(service, inbound.user_key, inbound.origin, args)
+
+    async def reminders(self, inbound: Inbound, session: SessionRecord, args: str) -> str:
+        from gateway.reminders import reminders_command
+
+        return await reminders_command(self.runtime.services.get("automations"), inbound.user_key)
+
+    async def cancel(self, inbound: Inbound, session: SessionRecord, args: str) -> str:
+        from gateway.reminders import cancel_command
+
+        return await cancel_command(self.runtime.services.get("automations"), inbound.user_key, args)

@@ -1,0 +1,65 @@
+"""The gateway's ToolContext: what one turn's tools may ask of the gateway."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from store.db import Store
+from store.records import Button, Origin, Outbound
+from toolsets.base import Toolset, ToolError
+
+Enqueue = Callable[[Outbound, str | None], Awaitable[int]]
+
+
+@dataclass
+class TurnContext:
+    """Implements `toolsets.base.ToolContext` for one turn (or one approved execution)."""
+
+    store: Store
+    user_key: str
+    session_id: str
+    origin: Origin
+    tz: ZoneInfo
+    turn_id: str
+    services: dict[str, Any]
+    enqueue: Enqueue
+    available: dict[str, Toolset] = field(default_factory=dict)
+    loaded: set[str] = field(default_factory=set)
+    ended: bool = False  # set by ask(): the turn stops after this tool round
+    _sends: int = 0
+
+    def now(self) -> datetime:
+        return datetime.now(self.tz)
+
+    def service(self, name: str) -> Any | None:
+        return self.services.get(name)
+
+    async def send(self, text: str, origin: Origin | None = None) -> int:
+        target = origin or self.origin
+        if target.key() != self.origin.key():
+            raise ToolError("messages can only go to the current conversation")
+        self._sends += 1
+        # Deterministic key: a turn re-run after a crash does not send the same message twice.
+        return await self.enqueue(Outbound(origin=target, text=text), f"{self.turn_id}:send:{self._sends}")
+
+    async def ask(self, question: str, options: list[str]) -> int:
+        self.ended = True
+        self._sends += 1
+        buttons = [Button(label=o, action="clarify", value=o) for o in options]
+        text = question
+        if options and self.origin.surface == "console":
+            text += "\n" + "\n".join(f"  {i}. {o}" for i, o in enumerate(options, 1))
+        return await self.enqueue(Outbound(origin=self.origin, text=text, buttons=buttons),
+                                  f"{self.turn_id}:ask:{self._sends}")
+
+    def load_toolsets(self, names: list[str]) -> list[str]:
+        unknown = [n for n in names if n not in self.available]
+        if unknown:
+            raise ToolError(f"unknown or unavailable toolsets: {', '.join(unknown)}; "
+                            f"available: {', '.join(self.available)}")
+        self.loaded.update(names)
+        return sorted(self.loaded)

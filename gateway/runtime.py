@@ -1,0 +1,226 @@
+"""The turn loop: one turn at a time per session, many sessions at once.
+
+A turn: authorize, route slash commands, select toolsets, call the model, run tool calls (through
+policy), repeat up to `max_tool_rounds`, and put the final text in the outbox. Every message, call and
+result is stored. Turn ids are derived from the durable inbound id, so a turn interrupted by a crash
+and re-run at start-up continues its own transcript and its replies are deduplicated in the outbox.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import defaultdict
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from gateway.access import Access
+from gateway.config import Config
+from gateway.context import TurnContext
+from gateway.history import fit_history, rows_for_budget, to_chat
+from gateway.llm.types import ChatMessage, ModelClient, ModelUnavailable, ToolSchema
+from gateway.outbox import OutboxService
+from gateway.prompt import system_prompt
+from gateway.selection import select_toolsets, tools_for
+from gateway.toolcalls import ToolCaller
+from store.db import Store
+from store.inbound import InboundLog
+from store.messages import Messages
+from store.records import Inbound, MessageRecord, Origin, Outbound, SessionRecord
+from store.sessions import Sessions, session_id_for
+from toolsets.base import Toolset
+from toolsets.loader import loader_tool
+from toolsets.memory import memory_prompt
+
+log = logging.getLogger(__name__)
+
+RECENT_TURNS = 2  # toolsets used this many turns back stay selected (follow-ups like "yes, send it")
+CommandHandler = Callable[[Inbound, SessionRecord], Awaitable[str | None]]
+
+
+class Runtime:
+    def __init__(self, store: Store, config: Config, model: ModelClient | None, toolsets: list[Toolset],
+                 services: dict[str, Any], outbox: OutboxService, caller: ToolCaller, access: Access) -> None:
+        self.store = store
+        self.config = config
+        self.model = model
+        self.toolsets = toolsets
+        self.services = services
+        self.outbox = outbox
+        self.caller = caller
+        self.access = access
+        self.commands: CommandHandler | None = None
+        self.sessions = Sessions(store)
+        self.messages = Messages(store)
+        self.inbound_log = InboundLog(store)
+        self._lanes: dict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._tool_toolset = {t.name: ts.name for ts in toolsets for t in ts.tools}
+
+    # -- entry points -----------------------------------------------------------------------------
+
+    async def receive(self, inbound: Inbound, dedupe_key: str | None = None) -> bool:
+        """Record the inbound durably, then queue its turn. False for a redelivery."""
+        queue_id = await self.inbound_log.accept(inbound, dedupe_key)
+        if queue_id is None:
+            return False
+        self.submit(queue_id, inbound)
+        return True
+
+    def submit(self, queue_id: int, inbound: Inbound) -> None:
+        self._spawn(self._handle(queue_id, inbound))
+
+    def resume(self, session_id: str, event: str, dedupe: str) -> None:
+        """Add an event (e.g. an approval outcome) to a session and let the model follow up once."""
+        self._spawn(self._follow_up(session_id, event, dedupe))
+
+    async def wait_idle(self) -> None:
+        """Wait until every queued turn has finished (tests, shutdown)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    async def recover(self) -> None:
+        """Re-run turns that a crash interrupted (recorded but not finished)."""
+        for queue_id, inbound in await self.inbound_log.pending():
+            log.info("turn_recovered queue_id=%s surface=%s", queue_id, inbound.surface)
+            self.submit(queue_id, inbound)
+
+    def _spawn(self, coro: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # -- one inbound ------------------------------------------------------------------------------
+
+    def session_id(self, inbound: Inbound) -> str:
+        return session_id_for(inbound.origin, inbound.user_id if inbound.is_group else None)
+
+    async def _handle(self, queue_id: int, inbound: Inbound) -> None:
+        sid = self.session_id(inbound)
+        async with self._lanes[sid]:
+            try:
+                await self._turn(queue_id, inbound, sid)
+            except Exception:  # a bug in one turn must not kill the lane; the person hears about it
+                log.exception("turn_failed session=%s", sid)
+                await self.reply(inbound.origin, "Sorry — something went wrong on my side handling that message.",
+                                 f"in-{queue_id}:error")
+            await self.inbound_log.done(queue_id)
+
+    async def _turn(self, queue_id: int, inbound: Inbound, sid: str) -> None:
+        turn_id = f"in-{queue_id}"
+        if not await self.access.is_allowed(inbound.surface, inbound.user_id):
+            text = await self.access.pairing_reply(inbound)
+            if text:
+                await self.reply(inbound.origin, text, f"{turn_id}:pairing")
+            return
+        session = await self.sessions.get_or_create(sid, inbound.origin, inbound.user_key)
+        if inbound.text.startswith("/") and self.commands is not None:
+            answer = await self.commands(inbound, session)
+            if answer is not None:
+                await self.reply(inbound.origin, answer, f"{turn_id}:command")
+                return
+        user_text = _with_attachments(inbound)
+        surface = self.outbox.surfaces.get(inbound.surface)
+        progress = surface.progress(inbound.origin, inbound.platform_message_id) if surface else contextlib.nullcontext()
+        async with progress:
+            text = await self.model_turn(session, turn_id, user_text=user_text,
+                                         has_attachments=bool(inbound.attachments))
+        if text:
+            await self.reply(inbound.origin, text, f"{turn_id}:reply")
+
+    async def _follow_up(self, session_id: str, event: str, dedupe: str) -> None:
+        async with self._lanes[session_id]:
+            session = await self.sessions.get(session_id)
+            if session is None:
+                return
+            text = await self.model_turn(session, dedupe, event=event)
+            if text:
+                await self.reply(session.origin, text, f"{dedupe}:reply")
+
+    async def reply(self, origin: Origin, text: str, dedupe: str) -> int:
+        return await self.outbox.enqueue(Outbound(origin=origin, text=text), dedupe)
+
+    # -- the model loop ---------------------------------------------------------------------------
+
+    def available(self, exclude: set[str] = frozenset()) -> list[Toolset]:
+        """Toolsets that exist right now: connector toolsets only when their connector is configured."""
+        return [ts for ts in self.toolsets if ts.name not in exclude and (ts.requires is None or ts.requires in self.services)]
+
+    async def model_turn(self, session: SessionRecord, turn_id: str, *, user_text: str | None = None,
+                         event: str | None = None, has_attachments: bool = False,
+                         exclude: set[str] = frozenset()) -> str | None:
+        """Run the model on the session until it answers. Returns the final text (None when the turn
+        ended by asking the user a question)."""
+        rows = await self.messages.recent(session.id, session.epoch, rows_for_budget(self.config.runtime.context_budget))
+        already = any(m.turn_id == turn_id for m in rows)  # a re-run after a crash: continue, don't repeat
+        if not already:
+            new = MessageRecord(session_id=session.id, epoch=session.epoch, turn_id=turn_id,
+                                role="user" if user_text is not None else "event",
+                                content=user_text if user_text is not None else (event or ""), user_key=session.user_key)
+            await self.messages.add(new)
+            rows.append(new)
+        if self.model is None:
+            return (f"No model is configured yet. Set [model] base_url and model in {self.config.source} "
+                    f"(and put the API key in ${self.config.model.api_key_env}); slash commands work meanwhile: /help")
+        available = self.available(exclude)
+        selection = select_toolsets(user_text or event or "", has_attachments=has_attachments,
+                                    recent=self._recent_toolsets(rows, turn_id), pins=session.pinned_toolsets,
+                                    available=available)
+        await self.sessions.update(session.id, last_selection=selection.model_dump())
+        ctx = TurnContext(store=self.store, user_key=session.user_key, session_id=session.id, origin=session.origin,
+                          tz=self.config.tz, turn_id=turn_id, services=self.services, enqueue=self.outbox.enqueue,
+                          available={ts.name: ts for ts in available}, loaded=set(selection.names))
+        memory = await memory_prompt(self.store, session.user_key, self.config.runtime.memory_max_chars)
+        convo = [ChatMessage(role="system", content=system_prompt(ctx.now(), session.surface, memory,
+                                                                  self.config.runtime.instructions))]
+        convo += fit_history(rows, self.config.runtime.context_budget)
+        loader = loader_tool(available)
+        for _ in range(self.config.runtime.max_tool_rounds):
+            tools = tools_for(sorted(ctx.loaded), available, loader)
+            try:
+                reply = await self.model.complete(convo, [ToolSchema(**t.schema()) for t in tools])
+            except ModelUnavailable as exc:
+                log.warning("model_unavailable session=%s", session.id)
+                return f"⚠️ {exc}"
+            assistant = MessageRecord(session_id=session.id, epoch=session.epoch, turn_id=turn_id, role="assistant",
+                                      content=reply.text, tool_calls=reply.tool_calls, user_key=session.user_key,
+                                      meta={"usage": reply.usage.model_dump(), "model": reply.model})
+            await self.messages.add(assistant)
+            convo.append(to_chat(assistant))
+            if not reply.tool_calls:
+                return reply.text
+            await self._run_calls(ctx, session, reply.tool_calls, loader.name, convo)
+            if ctx.ended:
+                return None
+        return (f"I stopped after {self.config.runtime.max_tool_rounds} rounds of tool calls without finishing. "
+                "Tell me how to continue, or narrow the request.")
+
+    async def _run_calls(self, ctx: TurnContext, session: SessionRecord, calls: list[Any], loader: str,
+                         convo: list[ChatMessage]) -> None:
+        for call in calls:
+            # Recomputed per call: a load_toolsets earlier in the same reply makes its tools callable.
+            visible = {t.name for name in ctx.loaded for t in ctx.available[name].tools} | {loader}
+            outcome = await self.caller.run(ctx, call, visible)
+            result = MessageRecord(session_id=session.id, epoch=session.epoch, turn_id=ctx.turn_id, role="tool",
+                                   content=outcome.stored, tool_call_id=call.id, tool_name=call.name,
+                                   user_key=session.user_key, meta=outcome.meta)
+            await self.messages.add(result)
+            convo.append(ChatMessage(role="tool", content=outcome.visible, tool_call_id=call.id, name=call.name))
+
+    def _recent_toolsets(self, rows: list[MessageRecord], current_turn: str) -> list[str]:
+        turns: list[str] = []
+        for m in reversed(rows):
+            if m.turn_id != current_turn and m.turn_id not in turns:
+                turns.append(m.turn_id)
+        keep = set(turns[:RECENT_TURNS])
+        used = {self._tool_toolset.get(m.tool_name or "") for m in rows if m.role == "tool" and m.turn_id in keep}
+        return sorted(n for n in used if n)
+
+
+def _with_attachments(inbound: Inbound) -> str:
+    if not inbound.attachments:
+        return inbound.text
+    lines = [f"- {a.name} ({a.mime_type}, {a.size} bytes) saved at {a.path}" for a in inbound.attachments]
+    return (inbound.text + "\n\n" if inbound.text else "") + "[attachments]\n" + "\n".join(lines)
+

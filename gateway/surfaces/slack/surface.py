@@ -1,0 +1,253 @@
+"""The Slack surface: a slack-bolt AsyncApp in Socket Mode (default) or HTTP mode.
+
+Inbound: a DM or a mention becomes an `Inbound`, recorded by the gateway before Slack is acknowledged
+(Bolt runs with process_before_response, so the ack is the listener's return). A button press is
+acknowledged at once and forwarded to the gateway; what it answers is shown to the presser alone.
+Outbound: Markdown rendered as mrkdwn, split to Slack's limits, buttons as Block Kit; errors mapped to
+transient (retried by the dispatcher) or permanent `DeliveryError`s. Slack types stay in this package.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Iterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltRequest
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from gateway.config import SlackConfig
+from gateway.surfaces.base import DeliveryError, GatewayPort, Surface
+from gateway.surfaces.slack.blocks import ACTION_ID, SECTION_LIMIT, message_blocks
+from gateway.surfaces.slack.events import SURFACE, Press, dedupe_key, is_turn, to_inbound, to_press
+from gateway.surfaces.slack.format import mrkdwn_chunks, to_mrkdwn
+from gateway.surfaces.slack.health import SocketConnection
+from gateway.surfaces.slack.http import HttpReceiver
+from store.records import Origin, Outbound, OutboxItem
+
+log = logging.getLogger(__name__)
+
+TEXT_LIMIT = 3900  # Slack advises at most 4,000 characters per message text
+PROGRESS_REACTION = "hourglass_flowing_sand"
+_TRANSIENT_ERRORS = {"ratelimited", "internal_error", "fatal_error", "service_unavailable", "request_timeout"}
+
+
+class SlackSurface(Surface):
+    """Anyy on Slack. `app_token` is needed in Socket Mode, `signing_secret` in HTTP mode."""
+
+    name = SURFACE
+    has_buttons = True
+    max_text = TEXT_LIMIT
+
+    def __init__(self, cfg: SlackConfig, bot_token: str, app_token: str | None, signing_secret: str | None,
+                 data_dir: Path) -> None:
+        # data_dir is part of the surface contract (for downloaded attachments); Slack files are passed
+        # on as descriptions for now, so nothing is written there.
+        self.cfg = cfg
+        self._bot_token = bot_token
+        self._app_token = app_token
+        self._signing_secret = signing_secret
+        self._state = "down"
+        self._session: aiohttp.ClientSession | None = None
+        self._client: AsyncWebClient | None = None
+        self._gateway: GatewayPort | None = None
+        self._bot_user_id = ""
+        self._socket: SocketConnection | None = None
+        self._http: HttpReceiver | None = None
+        self._presses: set[asyncio.Task[None]] = set()
+        self._posted: dict[int, list[str]] = {}  # outbox id -> ts of the parts an interrupted delivery sent
+
+    @property
+    def http_port(self) -> int | None:
+        """The port HTTP mode listens on (useful with `port = 0`), None in Socket Mode or when stopped."""
+        return self._http.port if self._http else None
+
+    @property
+    def socket_connections(self) -> int:
+        """How many websockets Socket Mode has opened (1 plus the reconnects)."""
+        return self._socket.connections if self._socket else 0
+
+    async def start(self, gateway: GatewayPort) -> None:
+        self._state = "starting"
+        if self.cfg.mode == "socket" and not self._app_token:
+            raise RuntimeError(f"slack: Socket Mode needs an app-level token in ${self.cfg.app_token_env}")
+        if self.cfg.mode == "http" and not self._signing_secret:
+            raise RuntimeError(f"slack: HTTP mode needs the signing secret in ${self.cfg.signing_secret_env}")
+        self._gateway = gateway
+        self._session = aiohttp.ClientSession()
+        # No retry handlers: the outbox dispatcher is the one place that decides about retrying.
+        self._client = AsyncWebClient(token=self._bot_token, base_url=self.cfg.base_url, session=self._session,
+                                      retry_handlers=[], logger=log)
+        self._bot_user_id = await self._who_am_i(self._client)
+        app = AsyncApp(client=self._client, signing_secret=self._signing_secret or "", process_before_response=True,
+                       logger=logging.getLogger(f"{__name__}.bolt"))
+        app.event("message")(self._on_event)
+        app.event("app_mention")(self._on_event)
+        app.action(ACTION_ID)(self._on_action)
+        if self.cfg.mode == "socket":
+            self._socket = SocketConnection(app, self._app_token or "", self.cfg.socket_stale_s)
+            await self._socket.start()
+        else:
+            self._http = HttpReceiver(app, self.cfg.listen, self.cfg.port)
+            await self._http.start()
+        self._state = "up"
+        log.info("slack_started mode=%s bot_user=%s", self.cfg.mode, self._bot_user_id)
+
+    async def stop(self) -> None:
+        self._state = "down"
+        if self._socket is not None:
+            await self._socket.stop()
+            self._socket = None
+        if self._http is not None:
+            await self._http.stop()
+            self._http = None
+        for task in list(self._presses):
+            task.cancel()
+        await asyncio.gather(*self._presses, return_exceptions=True)
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+        self._client = None
+
+    def status(self) -> str:
+        if self._state == "up" and self._socket is not None and not self._socket.connected:
+            return "down"
+        return self._state
+
+    @staticmethod
+    async def _who_am_i(client: AsyncWebClient) -> str:
+        try:
+            auth = await client.auth_test()
+        except SlackApiError as exc:
+            raise RuntimeError(f"slack: the bot token was refused by auth.test ({exc.response.get('error')}); "
+                               "check the xoxb-… token") from None
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise RuntimeError(f"slack: cannot reach the Web API at {client.base_url}: {exc}") from None
+        return str(auth["user_id"])
+
+    # -- inbound ---------------------------------------------------------------------------------------
+
+    async def _on_event(self, event: dict[str, Any], body: dict[str, Any], request: AsyncBoltRequest) -> None:
+        if not is_turn(event, self._bot_user_id):
+            return
+        assert self._gateway is not None
+        inbound = to_inbound(event, self._bot_user_id)
+        # Returning acknowledges Slack, so the inbound must be durable first; False is a redelivery.
+        accepted = await self._gateway.receive(inbound, dedupe_key(event))
+        log.info("slack_inbound type=%s channel=%s ts=%s event_id=%s retry=%s accepted=%s", event.get("type"),
+                 inbound.chat_id, inbound.platform_message_id, body.get("event_id"),
+                 request.headers.get("x-slack-retry-num", ["0"])[0], accepted)
+
+    async def _on_action(self, ack: AsyncAck, body: dict[str, Any]) -> None:
+        await ack()  # within Slack's 3 s; the gateway's decision may take longer
+        press = to_press(body)
+        if press is not None:
+            task = asyncio.create_task(self._press(press), name="slack-press")
+            self._presses.add(task)
+            task.add_done_callback(self._presses.discard)
+
+    async def _press(self, press: Press) -> None:
+        assert self._gateway is not None and self._client is not None
+        log.info("slack_press action=%s user=%s channel=%s", press.action, press.user_id, press.origin.chat_id)
+        try:
+            answer = await self._gateway.press(SURFACE, press.user_id, press.action, press.value, press.origin)
+            # Slack has no toast: the answer (a refusal, or the outcome) goes to the presser alone.
+            if answer:
+                await self._client.chat_postEphemeral(channel=press.origin.chat_id, user=press.user_id,
+                                                      text=to_mrkdwn(answer), thread_ts=press.origin.thread_id)
+        except Exception:
+            log.exception("slack_press_failed action=%s user=%s", press.action, press.user_id)
+
+    # -- outbound --------------------------------------------------------------------------------------
+
+    async def deliver(self, item: OutboxItem, edit_platform_id: str | None) -> str | None:
+        client = self._require_client()
+        out = item.outbound
+        if edit_platform_id is not None:
+            return await self._edit(client, edit_platform_id, out)
+        chunks = mrkdwn_chunks(out.text, SECTION_LIMIT if out.buttons else TEXT_LIMIT)
+        # A retry after a failure mid-way (say, ratelimited on part 3) resumes; parts 1-2 are not re-sent.
+        posted = self._posted.setdefault(item.id, [])
+        try:
+            for index in range(len(posted), len(chunks)):
+                last = index == len(chunks) - 1
+                blocks = message_blocks(chunks[index], out.buttons) if last and out.buttons else None
+                with _delivery_errors():
+                    response = await client.chat_postMessage(channel=out.origin.chat_id, text=chunks[index],
+                                                             blocks=blocks, thread_ts=out.origin.thread_id)
+                posted.append(str(response["ts"]))
+        except DeliveryError as exc:
+            if not exc.transient:
+                del self._posted[item.id]
+            raise
+        del self._posted[item.id]
+        log.info("slack_delivered item=%d channel=%s parts=%d", item.id, out.origin.chat_id, len(chunks))
+        return f"{out.origin.chat_id}:{posted[-1]}"
+
+    async def _edit(self, client: AsyncWebClient, platform_id: str, out: Outbound) -> str:
+        channel, _, ts = platform_id.partition(":")
+        if not ts:
+            raise DeliveryError(f"not a slack message id: {platform_id!r}", transient=False)
+        # An edit is one message: a text too long for it is cut at a good boundary and marked.
+        chunks = mrkdwn_chunks(out.text, SECTION_LIMIT - 1)
+        text = chunks[0] + ("…" if len(chunks) > 1 else "")
+        with _delivery_errors():
+            await client.chat_update(channel=channel, ts=ts, text=text, blocks=message_blocks(text, out.buttons))
+        log.info("slack_edited channel=%s ts=%s buttons=%d", channel, ts, len(out.buttons))
+        return platform_id
+
+    @contextlib.asynccontextmanager
+    async def progress(self, origin: Origin, platform_message_id: str | None) -> AsyncIterator[None]:
+        """An hourglass reaction on the user's message while the turn runs (Slack bots cannot type)."""
+        client = self._client
+        if client is None or platform_message_id is None:
+            yield
+            return
+        target = {"channel": origin.chat_id, "timestamp": platform_message_id, "name": PROGRESS_REACTION}
+        added = await _reaction(client.reactions_add(**target), "add")
+        try:
+            yield
+        finally:
+            if added:
+                # Shielded so a second cancellation of the turn cannot leave the hourglass behind.
+                await asyncio.shield(_reaction(client.reactions_remove(**target), "remove"))
+
+    def _require_client(self) -> AsyncWebClient:
+        if self._client is None:
+            raise DeliveryError("slack surface is not started", transient=True)
+        return self._client
+
+
+async def _reaction(call: Awaitable[Any], verb: str) -> bool:
+    """Run a reactions.add/remove call; progress is decoration, so failures are logged, never raised."""
+    try:
+        await call
+        return True
+    except SlackApiError as exc:
+        error = exc.response.get("error")
+        log.info("slack_reaction_failed verb=%s error=%s", verb, error)
+        return error == "already_reacted"
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        log.info("slack_reaction_failed verb=%s error=%s", verb, type(exc).__name__)
+        return False
+
+
+@contextlib.contextmanager
+def _delivery_errors() -> Iterator[None]:
+    """Translate Web API failures to DeliveryError: rate limits, 5xx and network trouble are transient."""
+    try:
+        yield
+    except SlackApiError as exc:
+        status = exc.response.status_code
+        error = str(exc.response.get("error") or f"http_{status}")
+        retry_after = exc.response.headers.get("Retry-After") if status == 429 or error == "ratelimited" else None
+        transient = status == 429 or status >= 500 or error in _TRANSIENT_ERRORS
+        raise DeliveryError(f"slack: {error}", transient=transient,
+                            retry_after=float(retry_after) if retry_after else None) from exc
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        raise DeliveryError(f"slack: network error {type(exc).__name__}", transient=True) from exc

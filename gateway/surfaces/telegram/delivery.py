@@ -1,0 +1,133 @@
+"""Sending and editing Telegram messages for the outbox: formatting, splitting, plain-text fallback, and
+Bot API errors mapped to `DeliveryError`.
+
+A text longer than one message goes out as several, the keyboard under the last part, and `send`
+returns the id of that last part: the message that carries the buttons, so the edit that later
+records the decision (and removes the buttons) lands where the buttons are. An edit rewrites that one
+message; an edit text longer than one message keeps its end.
+"""
+
+from __future__ import annotations
+
+import datetime as dtm
+import functools
+import logging
+import warnings
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from telegram import Bot, ReplyParameters
+from telegram.constants import ParseMode
+from telegram.error import BadRequest, ChatMigrated, Forbidden, InvalidToken, NetworkError, RetryAfter, TelegramError
+from telegram.warnings import PTBDeprecationWarning
+
+from gateway.surfaces.base import DeliveryError
+from gateway.surfaces.telegram.format import to_html
+from gateway.surfaces.telegram.keyboard import keyboard
+from gateway.surfaces.text import split_text
+from store.records import Origin, Outbound, OutboxItem
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+def target(origin: Origin) -> tuple[int | str, int | None]:
+    """(chat_id, message_thread_id) for the Bot API; numeric ids as ints, @usernames as they are."""
+    chat: int | str = int(origin.chat_id) if origin.chat_id.lstrip("-").isdigit() else origin.chat_id
+    return chat, int(origin.thread_id) if origin.thread_id else None
+
+
+def retry_after_s(exc: RetryAfter) -> float:
+    """The flood-control wait in seconds (PTB warns while it moves this attribute to timedelta)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PTBDeprecationWarning)
+        value = exc.retry_after
+    return value.total_seconds() if isinstance(value, dtm.timedelta) else float(value)
+
+
+def delivery_error(exc: TelegramError) -> DeliveryError:
+    """Classify a Bot API failure: flood control and network trouble are worth retrying, a refusal of
+    the request itself (bad request, bot blocked, chat gone, token revoked) is not."""
+    if isinstance(exc, RetryAfter):
+        return DeliveryError(f"flood control: {exc}", transient=True, retry_after=retry_after_s(exc))
+    if isinstance(exc, ChatMigrated):
+        return DeliveryError(f"the group moved to chat {exc.new_chat_id}", transient=False)
+    if isinstance(exc, (BadRequest, Forbidden, InvalidToken)):
+        return DeliveryError(f"rejected by Telegram: {exc}", transient=False)
+    if isinstance(exc, NetworkError):  # includes TimedOut and 5xx answers
+        return DeliveryError(f"network: {exc}", transient=True)
+    return DeliveryError(f"Telegram error: {exc}", transient=True)
+
+
+def _mentions(exc: BadRequest, phrase: str) -> bool:
+    return phrase in str(exc).lower()
+
+
+class Sender:
+    """Delivers outbox items through one bot. Remembers how many parts of a split message went out,
+    so a retry after a failure midway sends only the rest instead of repeating the beginning."""
+
+    def __init__(self, bot: Bot, limit: int) -> None:
+        self.bot = bot
+        self.limit = limit
+        self._parts_sent: dict[int, tuple[int, int]] = {}  # outbox id -> (parts sent, last message id)
+
+    async def deliver(self, item: OutboxItem, edit_platform_id: str | None) -> str:
+        """Send (or edit) the item's message; returns the platform message id. Raises DeliveryError."""
+        outbound = item.outbound
+        if not outbound.text.strip():
+            raise DeliveryError("empty message", transient=False)
+        try:
+            if edit_platform_id is not None:
+                return await self._edit(outbound, int(edit_platform_id))
+            return await self._send(item.id, outbound)
+        except TelegramError as exc:
+            error = delivery_error(exc)
+        except ValueError as exc:  # a button Telegram cannot carry, a malformed message id
+            error = DeliveryError(str(exc), transient=False)
+        if not error.transient:
+            self._parts_sent.pop(item.id, None)
+        raise error
+
+    async def _send(self, item_id: int, outbound: Outbound) -> str:
+        chat, thread = target(outbound.origin)
+        parts = split_text(outbound.text, self.limit)
+        markup = keyboard(outbound.buttons)
+        reply = (ReplyParameters(message_id=int(outbound.reply_to_platform_id), allow_sending_without_reply=True)
+                 if outbound.reply_to_platform_id else None)
+        done, last_id = self._parts_sent.get(item_id, (0, 0))
+        for index in range(done, len(parts)):
+            send = functools.partial(
+                self.bot.send_message, chat, message_thread_id=thread,
+                reply_markup=markup if index == len(parts) - 1 else None,
+                reply_parameters=reply if index == 0 else None)
+            message = await self._formatted(send, parts[index])
+            last_id = message.message_id
+            self._parts_sent[item_id] = (index + 1, last_id)
+        self._parts_sent.pop(item_id, None)
+        log.debug("telegram_sent chat=%s parts=%s message=%s", chat, len(parts), last_id)
+        return str(last_id)
+
+    async def _edit(self, outbound: Outbound, message_id: int) -> str:
+        chat, _ = target(outbound.origin)
+        text = split_text(outbound.text, self.limit)[-1]
+        markup = keyboard(outbound.buttons)  # none: the edit removes the keyboard
+        edit = functools.partial(self.bot.edit_message_text, chat_id=chat, message_id=message_id, reply_markup=markup)
+        try:
+            await self._formatted(edit, text)
+        except BadRequest as exc:
+            if not _mentions(exc, "message is not modified"):  # already shows this: the edit is done
+                raise
+        return str(message_id)
+
+    async def _formatted(self, call: Callable[..., Awaitable[T]], markdown: str) -> T:
+        """Make the call with the text as Telegram HTML; if Telegram cannot parse it, again as plain text,
+        so a formatting problem never loses the message."""
+        try:
+            return await call(to_html(markdown), parse_mode=ParseMode.HTML)
+        except BadRequest as exc:
+            if not _mentions(exc, "can't parse entities"):
+                raise
+            log.warning("telegram_format_rejected fallback=plain error=%s", exc)
+            return await call(markdown, parse_mode=None)

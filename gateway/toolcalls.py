@@ -1,0 +1,110 @@
+"""One tool call from the model: parse, validate, apply policy, run or hold, cut to budget.
+
+Nothing here raises into the turn loop: every failure becomes a tool result the model can read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from gateway.approvals import ApprovalService, sha256_text
+from gateway.context import TurnContext
+from gateway.policy import Policy, Verdict
+from gateway.results import apply_budget
+from store.audit import Audit
+from store.records import AuditEvent, ToolCallRecord, dumps
+from toolsets.base import Tool, ToolError
+
+log = logging.getLogger(__name__)
+
+
+class CallOutcome(BaseModel):
+    visible: str  # what the model sees now
+    stored: str  # what the transcript keeps
+    meta: dict[str, Any] = {}
+    ok: bool = True
+
+
+def render(value: Any) -> str:
+    """A handler's return value as text for the model."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, BaseModel):
+        return value.model_dump_json(exclude_none=True)
+    if isinstance(value, list) and value and all(isinstance(v, BaseModel) for v in value):
+        return "[" + ",".join(v.model_dump_json(exclude_none=True) for v in value) + "]"
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def validation_message(tool: Tool, exc: ValidationError) -> str:
+    problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(arguments)'}: {e['msg']}" for e in exc.errors())
+    return f"Error: invalid arguments for {tool.name}: {problems}. Fix them and call again."
+
+
+class ToolCaller:
+    def __init__(self, tools: dict[str, Tool], policy: Policy, approvals: ApprovalService, audit: Audit,
+                 deciders: Any) -> None:
+        self.tools = tools
+        self.policy = policy
+        self.approvals = approvals
+        self.audit = audit
+        self.deciders = deciders  # callable: surface -> list of user keys
+
+    async def run(self, ctx: TurnContext, call: ToolCallRecord, visible: set[str]) -> CallOutcome:
+        tool = self.tools.get(call.name)
+        if tool is None or call.name not in visible:
+            hint = ""
+            if tool is not None:
+                hint = f" It belongs to the '{tool.toolset}' toolset: call load_toolsets first."
+            return self._error(f"Error: unknown tool {call.name!r}.{hint}")
+        try:
+            raw = json.loads(call.arguments or "{}")
+            if not isinstance(raw, dict):
+                raise ValueError("arguments must be a JSON object")
+            args = tool.args_model.model_validate(raw)
+        except ValidationError as exc:
+            return self._error(validation_message(tool, exc))
+        except ValueError as exc:
+            return self._error(f"Error: arguments for {tool.name} are not valid JSON ({exc}). "
+                               "Send a JSON object matching the tool's schema.")
+        plain = args.model_dump(mode="json")
+        verdict, descriptor, reason = await self.policy.decide(tool, plain, ctx.user_key)
+        if verdict is Verdict.REFUSE:
+            await self._audit(ctx, tool, plain, "tool.refused", reason)
+            return self._error(f"Error: {tool.name} was {reason}.")
+        if verdict is Verdict.HOLD:
+            rec = await self.approvals.hold(ctx, tool, args, call.id, str(descriptor.execution),
+                                            self.deciders(ctx.origin.surface))
+            text = (f"Awaiting approval {rec.id}: the owner has been shown exactly this call and asked to approve "
+                    "it. Do not call it again; the outcome will arrive as an event.")
+            return CallOutcome(visible=text, stored=text, meta={"approval_id": rec.id})
+        try:
+            text, ok = render(await tool.call(ctx, args)), True
+        except ToolError as exc:
+            text, ok = f"Error: {exc}", False
+        except Exception as exc:
+            log.exception("tool_crashed tool=%s", tool.name)
+            text, ok = f"Error: {tool.name} failed unexpectedly ({type(exc).__name__}: {exc}).", False
+        if verdict is Verdict.RUN_AUDITED:
+            await self._audit(ctx, tool, plain, "tool.run" if ok else "tool.failed", reason)
+        budget = descriptor.output_budget
+        if len(text) > budget.visible_chars:  # persisting writes a file: keep it off the event loop
+            result = await asyncio.to_thread(apply_budget, text, budget, call_id=call.id, ok=ok)
+        else:
+            result = apply_budget(text, budget, call_id=call.id, ok=ok)
+        return CallOutcome(visible=result.visible, stored=result.stored, meta=result.meta, ok=ok)
+
+    @staticmethod
+    def _error(text: str) -> CallOutcome:
+        return CallOutcome(visible=text, stored=text, ok=False)
+
+    async def _audit(self, ctx: TurnContext, tool: Tool, args: dict[str, Any], action: str, reason: str) -> None:
+        await self.audit.add(AuditEvent(actor=ctx.user_key, action=action, tool=tool.name,
+                                        args_sha256=sha256_text(dumps(args)), session_id=ctx.session_id,
+                                        detail={"reason": reason}))
+
