@@ -1,0 +1,164 @@
+"""The calendar connector: a CalDAV account seen as calendars and events.
+
+`CalendarClient` joins the protocol (`connectors.caldav`) and the iCalendar mapping (`connectors.ical`):
+discovery with a cached calendar list, listing with recurrences expanded, reading one event with its
+version (ETag), and writes that are conditional on that version, so a change never overwrites an
+event someone else changed in the meantime (`CalendarConflict`).
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, tzinfo
+from urllib.parse import quote
+
+import httpx
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+from connectors import ical
+from connectors.caldav import (
+    CalDAV,
+    CalendarAuthError,
+    CalendarConflict,
+    CalendarError,
+    CalendarInfo,
+    CalendarNotFound,
+    CalendarUnreachable,
+)
+from connectors.ical import Event, EventFields, EventTime, InvalidEvent
+
+__all__ = [
+    "CalendarAuthError", "CalendarClient", "CalendarConflict", "CalendarError", "CalendarInfo",
+    "CalendarNotFound", "CalendarSettings", "CalendarUnreachable", "Event", "EventFields", "EventTime",
+    "InvalidEvent",
+]
+
+log = logging.getLogger(__name__)
+
+
+class CalendarSettings(BaseModel):
+    """How to reach one CalDAV account."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    url: str = Field(description="server root, principal, calendar home or one calendar's URL")
+    username: str = ""
+    password: SecretStr = SecretStr("")
+    default_calendar: str = Field("", description="name or URL of the calendar new events go to")
+    timeout: float = Field(30, gt=0, description="seconds to wait for the server")
+
+
+class CalendarClient:
+    """A CalDAV account. Use as an async context manager, or call `aclose()` when done."""
+
+    def __init__(self, settings: CalendarSettings, *, transport: httpx.AsyncBaseTransport | None = None) -> None:
+        self.settings = settings
+        self._dav = CalDAV(settings.url, settings.username, settings.password.get_secret_value(),
+                           settings.timeout, transport=transport)
+        self._calendars: list[CalendarInfo] | None = None
+
+    @property
+    def server(self) -> str:
+        """The server's scheme, host and port (safe to show: no credentials)."""
+        return self._dav.where
+
+    async def __aenter__(self) -> CalendarClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._dav.aclose()
+
+    async def calendars(self, *, refresh: bool = False) -> list[CalendarInfo]:
+        """The account's event calendars, discovered once and then cached (`refresh` asks again)."""
+        if self._calendars is None or refresh:
+            self._calendars = await self._dav.discover()
+        return self._calendars
+
+    async def calendar(self, name: str | None = None) -> CalendarInfo:
+        """The calendar called `name` (display name, case-insensitive, or URL); without a name, the
+        configured default calendar, else the first one."""
+        calendars = await self.calendars()
+        wanted = name or self.settings.default_calendar
+        if not wanted:
+            if not calendars:
+                raise CalendarNotFound(f"the account on {self.server} has no calendars")
+            return calendars[0]
+        for cal in calendars:
+            if wanted.casefold() == cal.name.casefold() or wanted.rstrip("/") in (
+                    cal.url.rstrip("/"), httpx.URL(cal.url).path.rstrip("/")):
+                return cal
+        known = ", ".join(c.name for c in calendars) or "none"
+        raise CalendarNotFound(f"there is no calendar called {wanted!r} (calendars: {known})")
+
+    async def _selected(self, name: str | None) -> list[CalendarInfo]:
+        return [await self.calendar(name)] if name else await self.calendars()
+
+    async def events(self, start: datetime, end: datetime, calendar: str | None = None) -> list[Event]:
+        """Every event occurrence overlapping [start, end) in `calendar` (default: all calendars),
+        recurring events expanded, sorted by start. All-day dates and floating times sort as if in
+        `start`'s zone."""
+        if start.tzinfo is None or end.tzinfo is None:
+            raise ValueError("events() needs aware start and end times")
+        out: list[Event] = []
+        for cal in await self._selected(calendar):
+            for res in await self._dav.query(cal.url, start=start, end=end):
+                out.extend(ical.expand(res.data, start, end, href=res.href, etag=res.etag, calendar=cal.name))
+        zone = start.tzinfo
+        return sorted(out, key=lambda e: (_instant(e.start, zone), e.summary))
+
+    async def get_event(self, uid: str, calendar: str | None = None) -> Event:
+        """One event, with its ETag and source, by UID, searched in `calendar` (default: all)."""
+        for cal in await self._selected(calendar):
+            for res in await self._dav.query(cal.url, uid=uid):
+                try:
+                    return ical.parse_event(res.data, uid, href=res.href, etag=res.etag, calendar=cal.name)
+                except CalendarError:
+                    continue  # the server matched part of another event's UID
+        raise CalendarNotFound(f"there is no event with id {uid!r}")
+
+    async def get_event_at(self, href: str) -> Event:
+        """The event stored at `href` (absolute, or relative to the configured URL), with its ETag."""
+        res = await self._dav.get(str(httpx.URL(self._dav.url).join(href)))
+        calendars = await self.calendars()
+        name = next((c.name for c in calendars if res.href.startswith(c.url)), "")
+        return ical.parse_event(res.data, href=res.href, etag=res.etag, calendar=name)
+
+    async def create_event(self, fields: EventFields, calendar: str | None = None) -> Event:
+        """Store a new event in `calendar` (default: the default calendar); returns it with its ETag."""
+        cal = await self.calendar(calendar)
+        draft = ical.new_event(fields)
+        href = cal.url + quote(draft.uid, safe="") + ".ics"
+        etag = await self._dav.put(href, draft.source, etag=None)
+        log.info("calendar event created calendar=%s uid=%s", cal.name, draft.uid)
+        if not etag:  # the server rewrote the event; read what it stored
+            return await self.get_event_at(href)
+        return ical.parse_event(draft.source, draft.uid, href=href, etag=etag, calendar=cal.name)
+
+    async def update_event(self, event: Event, fields: EventFields) -> Event:
+        """Apply `fields` to `event`, only if it is still the version that was read (else
+        `CalendarConflict`, and nothing changes). Returns the event as stored."""
+        if not event.etag:
+            raise CalendarError(f"the server gave no version (ETag) for event {event.uid!r}; not changing it blindly")
+        changed = ical.apply_changes(event, fields)
+        etag = await self._dav.put(event.href, changed.source, etag=event.etag)
+        log.info("calendar event updated calendar=%s uid=%s", event.calendar, event.uid)
+        if not etag:
+            return await self.get_event_at(event.href)
+        return ical.parse_event(changed.source, event.uid, href=event.href, etag=etag, calendar=event.calendar)
+
+    async def delete_event(self, event: Event) -> None:
+        """Delete `event`, only if it is still the version that was read (else `CalendarConflict`)."""
+        if not event.etag:
+            raise CalendarError(f"the server gave no version (ETag) for event {event.uid!r}; not deleting it blindly")
+        await self._dav.delete(event.href, etag=event.etag)
+        log.info("calendar event deleted calendar=%s uid=%s", event.calendar, event.uid)
+
+
+def _instant(value: EventTime, zone: tzinfo | None) -> datetime:
+    """A sort key: the moment `value` starts, reading dates and floating times in `zone`."""
+    if not isinstance(value, datetime):
+        return datetime(value.year, value.month, value.day, tzinfo=zone)
+    return value if value.tzinfo else value.replace(tzinfo=zone)

@@ -1,0 +1,401 @@
+"""The calendar toolset: read the owner's CalDAV calendars and, after approval, change them.
+
+Every time the model or the owner sees is in the owner's zone (`ctx.tz`); all-day events are dates.
+Times the model gives without a zone are read in the owner's zone, and new events are stored with that
+zone's TZID, so a weekly meeting stays at its hour across DST changes.
+
+Create, update and cancel wait for the owner's Approve. Their previews show the event (and, for an
+update, each field's before -> after); the binding of an update or cancel holds the event's ETag, so an
+event changed on the server after the prompt makes the runtime refuse. The handlers also write with
+If-Match on the version the model named, so a change that races past that check still fails cleanly.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import date, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+from zoneinfo import ZoneInfo
+
+from pydantic import BaseModel, GetCoreSchemaHandler, GetJsonSchemaHandler
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema, core_schema
+
+from connectors import ical
+from connectors.calendar import (
+    CalendarClient,
+    CalendarConflict,
+    CalendarError,
+    Event,
+    EventFields,
+    EventTime,
+)
+from toolsets.base import ApprovalPolicy, ExecutionPolicy, Preview, Risk, ToolContext, ToolError, Toolset
+
+TOOLSET = Toolset(
+    "calendar",
+    "the owner's calendars: list and read events; create, change or cancel events (after approval)",
+    keywords=(
+        r"\bcalendars?\b", r"\bmeetings?\b", r"\bappointments?\b", r"\bschedul(?:e|ed|ing)\b", r"\bagenda\b",
+        r"\bevents?\b", r"\b(?:today|tomorrow|tonight)'?s? (?:plans|events|schedule)\b", r"\bfree (?:at|on)\b",
+        r"\bbusy\b", r"\bdentist\b", r"\bdoctor\b", r"\breschedul", r"\binvite\b", r"\bcall with\b",
+        r"日历", r"日程", r"会议", r"开会", r"约会", r"预约", r"安排", r"行程", r"有空",
+    ),
+    requires="calendar",
+)
+
+CONFLICT = "the event changed on the server since you approved; nothing was changed"
+MAX_RANGE = timedelta(days=366)
+_FIELD_ARGS = {"title", "start", "end", "location", "description", "attendees", "repeat"}
+_MUTATION = {"risk": Risk.RUNTIME_HIGH, "approval": ApprovalPolicy.ALWAYS, "execution": ExecutionPolicy.CONFIRM}
+
+
+_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def _parse_when(value: Any) -> date | datetime:
+    if isinstance(value, date):
+        return value
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            return date.fromisoformat(text) if _DAY.fullmatch(text) else datetime.fromisoformat(text)
+        except ValueError:
+            pass
+    raise ValueError(f"{value!r} is not a day (YYYY-MM-DD) or a moment (YYYY-MM-DDTHH:MM)")
+
+
+if TYPE_CHECKING:
+    When = date | datetime
+else:
+    class When:
+        """A day ('YYYY-MM-DD', all-day) or a moment ('YYYY-MM-DDTHH:MM'), validated to a date or datetime.
+
+        A custom type rather than pydantic's date/datetime union, which reads a bare day as midnight or
+        midnight as a bare day depending on the input mode (and the runtime validates in both); not an
+        `Annotated` validator, because tool signatures are read without their Annotated metadata.
+        """
+
+        @classmethod
+        def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+            return core_schema.no_info_plain_validator_function(_parse_when)
+
+        @classmethod
+        def __get_pydantic_json_schema__(cls, schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+            return {"anyOf": [{"type": "string", "format": "date"}, {"type": "string", "format": "date-time"}]}
+
+
+def _client(ctx: ToolContext) -> CalendarClient:
+    client = ctx.service("calendar")
+    if client is None:
+        raise ToolError("calendar is not configured")
+    return client
+
+
+@contextmanager
+def _errors() -> Iterator[None]:
+    """Connector failures become tool results the model can read and act on."""
+    try:
+        yield
+    except CalendarConflict:
+        raise ToolError(CONFLICT) from None
+    except CalendarError as exc:
+        raise ToolError(str(exc)) from None
+
+
+# -- showing events ---------------------------------------------------------------------------------
+
+def _in_zone(value: EventTime, tz: ZoneInfo) -> EventTime:
+    """Dates stay dates; floating times are the owner's; aware times move to the owner's zone."""
+    if not isinstance(value, datetime):
+        return value
+    return value.replace(tzinfo=tz) if value.tzinfo is None else value.astimezone(tz)
+
+
+def _day(d: date) -> str:
+    return f"{d:%a %d %b %Y}"
+
+
+def _when(event: Event, tz: ZoneInfo) -> str:
+    if event.all_day:
+        last = max(event.start, event.end - timedelta(days=1))  # iCalendar's end day is exclusive
+        span = _day(event.start) if last == event.start else f"{_day(event.start)} – {_day(last)}"
+        return f"{span} (all day)"
+    s, e = _in_zone(event.start, tz), _in_zone(event.end, tz)
+    assert isinstance(s, datetime) and isinstance(e, datetime)
+    if s.date() != e.date():
+        return f"{_day(s)} {s:%H:%M} {s.tzname()} – {_day(e)} {e:%H:%M} {e.tzname()}"
+    if s.tzname() != e.tzname():
+        return f"{_day(s)} {s:%H:%M} {s.tzname()}–{e:%H:%M} {e.tzname()}"
+    return f"{_day(s)} {s:%H:%M}–{e:%H:%M} {s.tzname()}"
+
+
+def _rows(event: Event, tz: ZoneInfo) -> dict[str, str]:
+    """The fields a person checks, in the order they check them."""
+    return {"title": event.summary, "when": _when(event, tz), "location": event.location,
+            "attendees": ", ".join(event.attendees), "repeats": event.rrule, "notes": event.description,
+            "calendar": event.calendar}
+
+
+def _card(event: Event, tz: ZoneInfo) -> str:
+    return "\n".join(f"  {k}: {v}" for k, v in _rows(event, tz).items() if v)
+
+
+def _ref(event: Event) -> str:
+    return f"id={event.uid} version={event.version}"
+
+
+def _line(event: Event, tz: ZoneInfo) -> str:
+    where = f" @ {event.location}" if event.location else ""
+    repeats = " (repeats)" if event.rrule else ""
+    return f"- {_when(event, tz)}  {event.summary}{where}{repeats} [{event.calendar}] {_ref(event)}"
+
+
+def _diff(before: Event, after: Event, tz: ZoneInfo) -> list[str]:
+    old, new = _rows(before, tz), _rows(after, tz)
+    return [f"  {k}: {old[k] or '(none)'} -> {new[k] or '(none)'}" for k in old if old[k] != new[k]]
+
+
+def _change(before: Event, after: Event, tz: ZoneInfo) -> str:
+    return "\n".join([f"Change \"{before.summary}\" ({_when(before, tz)}) in {before.calendar}:",
+                      *_diff(before, after, tz)])
+
+
+# -- reading what the model asked for ---------------------------------------------------------------
+
+def _moment(value: date | datetime, tz: ZoneInfo, *, end: bool = False) -> datetime:
+    """A range bound: a day starts at its midnight (an end day is included whole)."""
+    if isinstance(value, datetime):
+        return value.replace(tzinfo=tz) if value.tzinfo is None else value
+    return datetime.combine(value + timedelta(days=1) if end else value, datetime.min.time(), tz)
+
+
+def _fields(tz: ZoneInfo, *, title: str | None = None, start: date | datetime | None = None,
+            end: date | datetime | None = None, location: str | None = None, description: str | None = None,
+            attendees: list[str] | None = None, repeat: str | None = None) -> EventFields:
+    # Times are written in the owner's zone, so the event carries a real TZID rather than an offset.
+    # A person's last day is included; iCalendar's end day is not.
+    if end is not None and not isinstance(end, datetime):
+        end += timedelta(days=1)
+    return EventFields(
+        summary=title.strip() if title is not None else None,
+        start=_in_zone(start, tz) if start is not None else None,
+        end=_in_zone(end, tz) if end is not None else None,
+        location=location, description=description,
+        attendees=tuple(attendees) if attendees is not None else None, rrule=repeat,
+    )
+
+
+def _fields_of(tz: ZoneInfo, args: BaseModel) -> EventFields:
+    """The event fields of a create or update call's arguments (for its preview)."""
+    return _fields(tz, **args.model_dump(include=_FIELD_ARGS))
+
+
+# -- previews: what an approval shows and binds -----------------------------------------------------
+
+async def _preview_new(ctx: ToolContext, fields: EventFields, calendar: str | None) -> Preview:
+    with _errors():
+        cal = await _client(ctx).calendar(calendar)
+        event = ical.new_event(fields)
+    text = f"Create an event in {cal.name}:\n{_card(event, ctx.tz)}"
+    return Preview(text=text, binding={"calendar": cal.url})
+
+
+async def _changed(ctx: ToolContext, event_id: str, calendar: str | None, fields: EventFields) -> tuple[Event, Event]:
+    with _errors():
+        before = await _client(ctx).get_event(event_id, calendar)
+        after = ical.apply_changes(before, fields)
+    if not _diff(before, after, ctx.tz):
+        raise ToolError(f"nothing would change in event {event_id}; say which fields to change")
+    return before, after
+
+
+def _stale(event: Event, version: str) -> str:
+    return "" if event.version == version else (
+        f"\nWarning: the event changed on the server since version {version} was read "
+        f"(now {event.version}); read it again with calendar_get.")
+
+
+async def _current(ctx: ToolContext, event_id: str, version: str, calendar: str | None) -> Event:
+    """The event as it is now, refused unless it is still the version the model (and owner) saw."""
+    event = await _client(ctx).get_event(event_id, calendar)
+    if event.version != version:
+        raise CalendarConflict(f"event {event_id} is at version {event.version}, not {version}")
+    return event
+
+
+# -- tools ------------------------------------------------------------------------------------------
+
+@TOOLSET.tool()
+async def calendar_status(ctx: ToolContext) -> str:
+    """Check the calendar account: is the server reachable, and which calendars are there."""
+    client = _client(ctx)
+    try:
+        calendars = await client.calendars(refresh=True)
+        default = await client.calendar()
+    except CalendarError as exc:
+        return f"Calendar server {client.server}: not working: {exc}"
+    user = client.settings.username or "(no login)"
+    names = [f"- {c.name}{' (new events go here)' if c == default else ''}" for c in calendars]
+    return "\n".join([f"Calendar server {client.server}, user {user}: working. Calendars:", *names])
+
+
+@TOOLSET.tool(visible_chars=8000)
+async def calendar_list(ctx: ToolContext, start: When, end: When, calendar: str | None = None) -> str:
+    """List the events in a time range, repeating events expanded into their occurrences.
+
+    Args:
+        start: First day (YYYY-MM-DD) or moment (YYYY-MM-DDTHH:MM), in the owner's time zone.
+        end: Last day (YYYY-MM-DD, included) or moment (excluded), in the owner's time zone.
+        calendar: Only this calendar (its name); all calendars when omitted.
+    """
+    lo, hi = _moment(start, ctx.tz), _moment(end, ctx.tz, end=True)
+    if hi <= lo:
+        raise ToolError(f"end ({hi.isoformat()}) is not after start ({lo.isoformat()})")
+    if hi - lo > MAX_RANGE:
+        raise ToolError("list at most one year at a time")
+    with _errors():
+        events = await _client(ctx).events(lo, hi, calendar)
+    lo, hi = lo.astimezone(ctx.tz), hi.astimezone(ctx.tz)
+    span = f"from {_day(lo)} {lo:%H:%M} to {_day(hi)} {hi:%H:%M} ({ctx.tz.key})"
+    if not events:
+        return f"No events {span}."
+    count = f"{len(events)} event{'' if len(events) == 1 else 's'}"
+    return "\n".join([f"{count} {span}:", *(_line(e, ctx.tz) for e in events)])
+
+
+@TOOLSET.tool()
+async def calendar_get(ctx: ToolContext, event_id: str, calendar: str | None = None) -> str:
+    """Read one event in full, with the version to quote when changing or cancelling it.
+
+    Args:
+        event_id: The event's id, as calendar_list shows it.
+        calendar: The calendar holding it; all calendars are searched when omitted.
+    """
+    with _errors():
+        event = await _client(ctx).get_event(event_id, calendar)
+    return f"{_ref(event)}\n{_card(event, ctx.tz)}"
+
+
+@TOOLSET.tool()
+async def calendar_draft(ctx: ToolContext, event_id: str | None = None, title: str | None = None,
+                         start: When | None = None, end: When | None = None, location: str | None = None,
+                         description: str | None = None, attendees: list[str] | None = None,
+                         repeat: str | None = None, calendar: str | None = None) -> str:
+    """Show what a new event, or a change to an event, would look like. Saves nothing.
+
+    Args:
+        event_id: The event to change; omit to draft a new event.
+        title: The event's title.
+        start: A day (YYYY-MM-DD, all-day event) or a moment (YYYY-MM-DDTHH:MM, owner's zone).
+        end: The last day (YYYY-MM-DD, included) or the end moment; defaults to one hour (one day)
+            after start, or, for a change, keeps the duration.
+        location: Where; "" removes it.
+        description: Notes; "" removes them.
+        attendees: Email addresses; the whole new list ([] removes everyone).
+        repeat: An RFC 5545 rule such as FREQ=WEEKLY;BYDAY=MO; "" stops the repetition.
+        calendar: For a new event, the calendar to put it in; for a change, where the event is.
+    """
+    fields = _fields(ctx.tz, title=title, start=start, end=end, location=location, description=description,
+                     attendees=attendees, repeat=repeat)
+    if event_id is None:
+        preview = await _preview_new(ctx, fields, calendar)
+        return f"Draft only, nothing saved.\n{preview.text}\nTo save it, call calendar_create with these fields."
+    before, after = await _changed(ctx, event_id, calendar, fields)
+    return (f"Draft only, nothing saved.\n{_change(before, after, ctx.tz)}\n"
+            f"To apply it, call calendar_update with event_id={before.uid} version={before.version}.")
+
+
+@TOOLSET.tool(**_MUTATION)
+async def calendar_create(ctx: ToolContext, title: str, start: When, end: When | None = None,
+                          location: str | None = None, description: str | None = None,
+                          attendees: list[str] | None = None, repeat: str | None = None,
+                          calendar: str | None = None) -> str:
+    """Create an event (after the owner approves it).
+
+    Args:
+        title: The event's title.
+        start: A day (YYYY-MM-DD, all-day event) or a moment (YYYY-MM-DDTHH:MM, owner's zone).
+        end: The last day (YYYY-MM-DD, included) of an all-day event, or the end moment; defaults to one
+            hour (all-day: one day) after start.
+        location: Where.
+        description: Notes.
+        attendees: Email addresses of the people invited.
+        repeat: An RFC 5545 rule such as FREQ=WEEKLY;BYDAY=MO for a repeating event.
+        calendar: The calendar's name; the default calendar when omitted.
+    """
+    fields = _fields(ctx.tz, title=title, start=start, end=end, location=location, description=description,
+                     attendees=attendees, repeat=repeat)
+    with _errors():
+        event = await _client(ctx).create_event(fields, calendar)
+    return f"Created {_ref(event)}:\n{_card(event, ctx.tz)}"
+
+
+@TOOLSET.tool(**_MUTATION)
+async def calendar_update(ctx: ToolContext, event_id: str, version: str, title: str | None = None,
+                          start: When | None = None, end: When | None = None, location: str | None = None,
+                          description: str | None = None, attendees: list[str] | None = None,
+                          repeat: str | None = None, calendar: str | None = None) -> str:
+    """Change an event (after the owner approves it); only the fields given change. A repeating event
+    changes as a whole series.
+
+    Args:
+        event_id: The event's id.
+        version: The event's version, as calendar_list, calendar_get or calendar_draft show it.
+        title: New title.
+        start: New start: a day (YYYY-MM-DD) or a moment (YYYY-MM-DDTHH:MM, owner's zone); without end,
+            the event keeps its duration.
+        end: New last day (YYYY-MM-DD, included) or end moment.
+        location: New place; "" removes it.
+        description: New notes; "" removes them.
+        attendees: The whole new list of email addresses ([] removes everyone).
+        repeat: New RFC 5545 rule such as FREQ=WEEKLY;BYDAY=MO; "" stops the repetition.
+        calendar: The calendar holding the event; all are searched when omitted.
+    """
+    fields = _fields(ctx.tz, title=title, start=start, end=end, location=location, description=description,
+                     attendees=attendees, repeat=repeat)
+    if fields == EventFields():
+        raise ToolError("no field to change; give at least one of title, start, end, location, description, "
+                        "attendees, repeat")
+    with _errors():
+        before = await _current(ctx, event_id, version, calendar)
+        after = await _client(ctx).update_event(before, fields)
+    return f"Updated {_ref(after)}:\n" + "\n".join(_diff(before, after, ctx.tz))
+
+
+@TOOLSET.tool(**_MUTATION)
+async def calendar_cancel(ctx: ToolContext, event_id: str, version: str, calendar: str | None = None) -> str:
+    """Cancel an event: delete it from the calendar (after the owner approves). A repeating event is
+    deleted as a whole series.
+
+    Args:
+        event_id: The event's id.
+        version: The event's version, as calendar_list, calendar_get or calendar_draft show it.
+        calendar: The calendar holding the event; all are searched when omitted.
+    """
+    with _errors():
+        event = await _current(ctx, event_id, version, calendar)
+        await _client(ctx).delete_event(event)
+    return f"Cancelled \"{event.summary}\" ({_when(event, ctx.tz)})."
+
+
+@calendar_create.preview
+async def _preview_create(ctx: ToolContext, args: Any) -> Preview:
+    return await _preview_new(ctx, _fields_of(ctx.tz, args), args.calendar)
+
+
+@calendar_update.preview
+async def _preview_update(ctx: ToolContext, args: Any) -> Preview:
+    before, after = await _changed(ctx, args.event_id, args.calendar, _fields_of(ctx.tz, args))
+    text = _change(before, after, ctx.tz) + _stale(before, args.version)
+    return Preview(text=text, binding={"href": before.href, "etag": before.etag})
+
+
+@calendar_cancel.preview
+async def _preview_cancel(ctx: ToolContext, args: Any) -> Preview:
+    with _errors():
+        event = await _client(ctx).get_event(args.event_id, args.calendar)
+    text = f"Cancel (delete) this event:\n{_card(event, ctx.tz)}" + _stale(event, args.version)
+    return Preview(text=text, binding={"href": event.href, "etag": event.etag})
