@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from toolsets import calendar
 from toolsets.base import Tool, Toolset
 
 TOOLSETS: list[Toolset] = [
+    calendar.TOOLSET,
 ]
 
 
