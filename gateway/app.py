@@ -26,7 +26,7 @@ from gateway.surfaces.base import Surface
 from gateway.toolcalls import ToolCaller
 from store.audit import Audit
 from store.db import Store
-from store.records import ApprovalRecord, Inbound, Origin
+from store.records import ApprovalRecord, AutomationRecord, Inbound, Origin, utcnow
 from toolsets.base import Toolset
 from toolsets.registry import TOOLSETS
 
@@ -150,6 +150,16 @@ class Gateway:
                                        user_id=user_id, text=value))
             return f"You chose: {value}"
         return "Unknown button."
+
+    async def run_prompt(self, rec: AutomationRecord) -> str:
+        """A prompt automation's model turn, in its own session without the automation toolset (so
+        automations cannot multiply themselves)."""
+        session = await self.runtime.sessions.get_or_create(f"automation:{rec.id}", rec.origin, rec.user_key,
+                                                            kind="automation")
+        turn_id = f"auto-{rec.id}-{utcnow().strftime('%Y%m%dT%H%M%S%f')}"
+        text = await self.runtime.model_turn(session, turn_id, user_text=rec.action.get("prompt", ""),
+                                             exclude={"automation"})
+        return text or ""
 
     # -- approvals plumbing -----------------------------------------------------------------------
 

@@ -93,13 +93,15 @@ class ApprovalService:
 
     # -- deciding ---------------------------------------------------------------------------------
 
-    async def decide(self, approval_id: str, actor: str, approve: bool, reason: str | None = None) -> str:
-        """Approve or deny on behalf of `actor` (a user key). Returns a short answer for the presser.
-        Approval only starts the execution; its outcome arrives as its own message."""
+    async def decide(self, approval_id: str, actor: str, approve: bool, reason: str | None = None, *,
+                     owner: bool = False) -> str:
+        """Approve or deny on behalf of `actor` (a user key; `owner=True` for the admin CLI, which is
+        run by whoever owns the data directory). Returns a short answer for the presser. Approval only
+        starts the execution; its outcome arrives as its own message."""
         rec = await self.repo.get(approval_id)
         if rec is None:
             return f"No approval {approval_id}."
-        if actor not in rec.deciders:
+        if not owner and actor not in rec.deciders:
             log.info("approval_refused_actor id=%s", approval_id)
             return "You are not allowed to decide this approval."
         if rec.state != "pending":

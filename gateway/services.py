@@ -9,6 +9,11 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from connectors.calendar import CalendarClient, CalendarSettings
+from connectors.email import EmailClient, EmailSettings
+from gateway.config import CalendarConfig, Config, EmailConfig, secret
+from gateway.scheduler import AutomationService
+
 if TYPE_CHECKING:
     from gateway.app import Gateway
 
@@ -33,5 +38,46 @@ class SurfaceStatus(Mapping[str, str]):
         return len(self.gateway.started)
 
 
+def email_client(cfg: EmailConfig) -> EmailClient:
+    settings = cfg.model_dump(exclude={"password_env"})
+    return EmailClient(EmailSettings(**settings, password=secret(cfg.password_env) or ""))
+
+
+def calendar_client(cfg: CalendarConfig) -> CalendarClient:
+    return CalendarClient(CalendarSettings(url=cfg.url, username=cfg.username, password=secret(cfg.password_env) or "",
+                                           default_calendar=cfg.default_calendar, timeout=cfg.timeout_s))
+
+
+def connectors(config: Config) -> dict[str, Any]:
+    """The configured connectors by service name. Building one opens no connection."""
+    out: dict[str, Any] = {}
+    if config.email is not None:
+        out["email"] = email_client(config.email)
+    if config.calendar is not None:
+        out["calendar"] = calendar_client(config.calendar)
+    return out
+
+
 async def build_services(gateway: "Gateway") -> dict[str, Any]:
-    return {"surfaces": SurfaceStatus(gateway)}
+    services: dict[str, Any] = {"surfaces": SurfaceStatus(gateway), **connectors(gateway.config)}
+    services["automations"] = AutomationService(gateway.store, gateway.config.tz, gateway.outbox.enqueue,
+                                                gateway.run_prompt)
+    return services
+
+
+async def connector_checks(config: Config) -> list[tuple[str, str, str]]:
+    """`anyy doctor` lines for each configured connector: reachable and logged in, or why not."""
+    lines: list[tuple[str, str, str]] = []
+    for name, client in connectors(config).items():
+        try:
+            if name == "email":
+                status = await client.status()
+                lines.append(("✓", "email", f"{config.email.username}: {status}"))  # type: ignore[union-attr]
+            else:
+                cals = await client.calendars()
+                lines.append(("✓", "calendar", f"{len(cals)} calendar(s): {', '.join(c.name for c in cals)[:120]}"))
+        except Exception as exc:  # doctor reports every failure as a line, never a traceback
+            lines.append(("✗", name, str(exc)))
+        finally:
+            await client.aclose()
+    return lines

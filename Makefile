@@ -1,0 +1,28 @@
+# Two commands on a fresh machine: `make chat` (the assistant in this terminal) and `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN     = $(VENV)/bin
+STAMP   = $(VENV)/.installed
+
+.PHONY: chat run test bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+chat: $(STAMP)  ## talk to Anyy in this terminal (embedded SQLite store, in-process scheduler)
+	$(BIN)/anyy chat
+
+run: $(STAMP)  ## the resident process: every configured surface + the scheduler
+	$(BIN)/anyy run
+
+test: $(STAMP)  ## the whole test suite (starts its own local servers)
+	$(BIN)/pytest
+
+bench: $(STAMP)  ## the benchmarks in bench/, figures recorded in docs/benchmarks.md
+	for f in bench/*.py; do $(BIN)/python $$f || exit 1; done
+
+clean:
+	rm -rf $(VENV) *.egg-info .pytest_cache

@@ -1,0 +1,168 @@
+"""Admin commands: doctor, tools, approvals, audit, pairing, automations. They work on the same store
+as the resident process and never fire schedules."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from gateway.app import Gateway
+from gateway.config import Config
+from gateway.doctor import doctor
+from store.access import AccessRepo
+from store.approvals import Approvals
+from store.audit import Audit
+from store.db import Store
+from toolsets.registry import TOOLSETS
+
+
+class AdminError(Exception):
+    """An admin command could not do what was asked; the message says why."""
+
+
+def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
+    sub.add_parser("doctor", parents=[common], help="check config, store, model, surfaces, connectors").set_defaults(fn=doctor)
+    p = sub.add_parser("tools", parents=[common], help="the tool catalog")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(fn=tools)
+
+    p = sub.add_parser("approvals", parents=[common], help="list and decide approvals")
+    a = p.add_subparsers(dest="action", required=True)
+    x = a.add_parser("list", parents=[common])
+    x.add_argument("--all", action="store_true", help="include decided ones")
+    x.set_defaults(fn=approvals_list)
+    x = a.add_parser("approve", parents=[common])
+    x.add_argument("id")
+    x.set_defaults(fn=approvals_decide, approve=True, reason=None)
+    x = a.add_parser("deny", parents=[common])
+    x.add_argument("id")
+    x.add_argument("--reason")
+    x.set_defaults(fn=approvals_decide, approve=False)
+
+    p = sub.add_parser("audit", parents=[common], help="the audit trail")
+    p.add_argument("--since", help="ISO date or time, e.g. 2026-11-30")
+    p.set_defaults(fn=audit)
+
+    p = sub.add_parser("pairing", parents=[common], help="admit people who asked to talk to Anyy")
+    a = p.add_subparsers(dest="action", required=True)
+    a.add_parser("list", parents=[common]).set_defaults(fn=pairing_list)
+    x = a.add_parser("approve", parents=[common])
+    x.add_argument("surface", choices=["telegram", "slack"])
+    x.add_argument("code")
+    x.set_defaults(fn=pairing_approve)
+    x = a.add_parser("revoke", parents=[common])
+    x.add_argument("surface", choices=["telegram", "slack"])
+    x.add_argument("user_id")
+    x.set_defaults(fn=pairing_revoke)
+
+    p = sub.add_parser("automations", parents=[common], help="list and delete automations and reminders")
+    a = p.add_subparsers(dest="action", required=True)
+    a.add_parser("list", parents=[common]).set_defaults(fn=automations_list)
+    x = a.add_parser("delete", parents=[common])
+    x.add_argument("id")
+    x.set_defaults(fn=automations_delete)
+
+
+async def tools(config: Config, args: argparse.Namespace) -> int:
+    rows = [{"toolset": ts.name, "tool": t.name, "risk": str(t.descriptor.risk),
+             "approval": str(t.descriptor.approval), "execution": str(t.descriptor.execution),
+             "visible_chars": t.descriptor.output_budget.visible_chars,
+             "requires": ts.requires, "available": ts.requires is None or _configured(config, ts.requires)}
+            for ts in TOOLSETS for t in ts.tools]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    for r in rows:
+        note = "" if r["available"] else f"  (needs [{r['requires']}])"
+        print(f"{r['toolset']:<11} {r['tool']:<20} {r['risk']:<13} {r['approval']:<7} {r['execution']}{note}")
+    return 0
+
+
+def _configured(config: Config, requires: str) -> bool:
+    return requires == "automations" or getattr(config, requires, None) is not None
+
+
+async def approvals_list(config: Config, args: argparse.Namespace) -> int:
+    async with Store(config.store_path) as store:
+        recs = await Approvals(store).list(None if args.all else ("pending",))
+    if not recs:
+        print("No approvals." if args.all else "Nothing is waiting for approval.")
+    for r in recs:
+        first = r.preview.splitlines()[0] if r.preview else ""
+        print(f"{r.id}  {r.state:<9} {r.tool:<16} {r.created_at[:16]}  {first[:60]}")
+    return 0
+
+
+async def approvals_decide(config: Config, args: argparse.Namespace) -> int:
+    """Decide from the CLI. Executing needs the tools and connectors, so this starts a non-resident
+    gateway (no surfaces, no schedules); the resident process delivers the resulting messages."""
+    gw = Gateway(config, surfaces=[], resident=False)
+    await gw.start()
+    try:
+        answer = await gw.approvals.decide(args.id, "cli:owner", args.approve, args.reason, owner=True)
+        await gw.idle()
+        rec = await gw.approvals.repo.get(args.id)
+    finally:
+        await gw.stop()
+    print(answer if rec is None or rec.state in ("pending", "denied") else f"{answer} Now: {rec.state}. {rec.result or ''}")
+    return 0 if rec is not None else 1
+
+
+async def audit(config: Config, args: argparse.Namespace) -> int:
+    async with Store(config.store_path) as store:
+        events = await Audit(store).list(since=args.since, limit=1000)
+    for e in events:
+        extra = f" {json.dumps(e.detail, ensure_ascii=False)}" if e.detail else ""
+        print(f"{e.at[:19]} {e.actor:<20} {e.action:<18} {e.tool or '':<16} {e.subject or ''}{extra}")
+    return 0
+
+
+async def pairing_list(config: Config, args: argparse.Namespace) -> int:
+    async with Store(config.store_path) as store:
+        repo = AccessRepo(store)
+        pending, admitted = await repo.pending(), await repo.admitted()
+    print("Pending codes:" if pending else "No pending pairing codes.")
+    for p in pending:
+        print(f"  {p.surface:<9} {p.code}  user {p.user_id} ({p.user_name or '?'})  expires {p.expires_at[:16]}")
+    if admitted:
+        print("Admitted users:")
+        for surface, user_id, added in admitted:
+            print(f"  {surface:<9} {user_id}  since {added[:16]}")
+    return 0
+
+
+async def pairing_approve(config: Config, args: argparse.Namespace) -> int:
+    async with Store(config.store_path) as store:
+        rec = await AccessRepo(store).redeem(args.surface, args.code)
+    if rec is None:
+        raise AdminError(f"no pending {args.surface} pairing code {args.code!r} (codes expire after an hour)")
+    print(f"Admitted {args.surface} user {rec.user_id} ({rec.user_name or '?'}).")
+    return 0
+
+
+async def pairing_revoke(config: Config, args: argparse.Namespace) -> int:
+    async with Store(config.store_path) as store:
+        removed = await AccessRepo(store).revoke(args.surface, args.user_id)
+    if not removed:
+        raise AdminError(f"{args.surface} user {args.user_id} was not admitted by pairing")
+    print(f"Revoked {args.surface} user {args.user_id}.")
+    return 0
+
+
+async def automations_list(config: Config, args: argparse.Namespace) -> int:
+    from gateway.scheduler import admin_list
+
+    for line in await admin_list(config):
+        print(line)
+    return 0
+
+
+async def automations_delete(config: Config, args: argparse.Namespace) -> int:
+    from gateway.scheduler import admin_delete
+
+    if not await admin_delete(config, args.id):
+        raise AdminError(f"no automation {args.id}")
+    print(f"Deleted automation {args.id}.")
+    return 0
+

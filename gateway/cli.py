@@ -1,0 +1,107 @@
+"""The `anyy` command: the resident process, the console chat, and the admin commands."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from gateway import admin
+from gateway.app import Gateway
+from gateway.config import Config, ConfigError, load_config
+from gateway.lock import DataDirLock, LockHeld
+from gateway.logs import setup_logging
+from gateway.surfaces import build_surfaces
+from gateway.surfaces.console import ConsoleSurface
+from store.db import StoreError
+
+log = logging.getLogger(__name__)
+
+
+async def run(config: Config, args: argparse.Namespace) -> int:
+    """The resident process: every configured surface and the scheduler, until SIGTERM/SIGINT."""
+    lock = DataDirLock(config.data_dir)
+    lock.acquire()
+    try:
+        surfaces, problems = build_surfaces(config)
+        for problem in problems:
+            log.error("surface_not_started %s", problem)
+        gw = Gateway(config, surfaces=surfaces)
+        await gw.start()
+        for name, state in gw.started.items():
+            print(f"{name}: {state}", file=sys.stderr)
+        if not surfaces:
+            print("No chat surface is configured ([telegram] or [slack]); running the scheduler only. "
+                  "Use `anyy chat` to talk in this terminal.", file=sys.stderr)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        log.info("shutdown_requested")
+        await gw.stop()
+        return 0
+    finally:
+        lock.release()
+
+
+async def chat(config: Config, args: argparse.Namespace) -> int:
+    """The console chat. Owns the scheduler when no resident process holds the data directory."""
+    lock = DataDirLock(config.data_dir)
+    try:
+        lock.acquire()
+        resident = True
+    except LockHeld:
+        resident = False  # `anyy run` is up: it fires schedules and delivers other surfaces
+    console = ConsoleSurface(config.console.user_id)
+    gw = Gateway(config, surfaces=[console], resident=resident)
+    try:
+        await gw.start()
+        if sys.stdin.isatty():
+            model = config.model.model or "no model configured"
+            print(f"Anyy ({model}). Type a message, /help for commands, Ctrl-D to quit.")
+        await console.read_lines(gw.idle)
+        await gw.idle()
+        await gw.stop()
+    finally:
+        lock.release()
+    return 0
+
+
+Command = Callable[[Config, argparse.Namespace], Coroutine[Any, Any, int]]
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="anyy", description="Anyy, a personal assistant that lives in chat.")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--config", help="config file (default: $ANYY_CONFIG or ~/.config/anyy/config.toml)")
+    sub = p.add_subparsers(dest="command", required=True)
+    sub.add_parser("run", parents=[common], help="run the resident assistant (all surfaces + scheduler)").set_defaults(fn=run)
+    sub.add_parser("chat", parents=[common], help="chat in this terminal").set_defaults(fn=chat)
+    admin.add_parsers(sub, common)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    setup_logging(logging.INFO if args.command == "run" else logging.WARNING)
+    try:
+        config = load_config(args.config)
+        fn: Command = args.fn
+        return asyncio.run(fn(config, args))
+    except ConfigError as exc:
+        print(f"anyy: {exc}", file=sys.stderr)
+        return 2
+    except (LockHeld, StoreError, admin.AdminError) as exc:
+        print(f"anyy: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,85 @@
+"""`anyy doctor`: what is wrong with this installation and how to fix it, one line per check."""
+
+from __future__ import annotations
+
+import argparse
+
+import httpx
+
+from gateway.config import Config, secret
+from gateway.llm import make_client
+from gateway.llm.types import ChatMessage, ModelUnavailable
+from gateway.services import connector_checks
+from gateway.surfaces import build_surfaces
+from store.db import Store, StoreError
+
+OK, BAD, WARN = "✓", "✗", "!"
+
+
+async def doctor(config: Config, args: argparse.Namespace) -> int:
+    results: list[tuple[str, str, str]] = [(OK, "config", config.source)]
+    results.append(await _store(config))
+    results.append(await _model(config))
+    surfaces, problems = build_surfaces(config)
+    results += [(BAD, "surface", p) for p in problems]
+    for surface in surfaces:
+        results.append(await _surface(config, surface.name))
+    if not surfaces and not problems:
+        results.append((WARN, "surfaces", "none configured: only `anyy chat` (the terminal) can reach you"))
+    results += await connector_checks(config)
+    for mark, what, detail in results:
+        print(f"{mark} {what}: {detail}")
+    failed = sum(1 for mark, _, _ in results if mark == BAD)
+    print("All good." if not failed else f"{failed} problem(s) to fix.")
+    return 1 if failed else 0
+
+
+async def _store(config: Config) -> tuple[str, str, str]:
+    try:
+        async with Store(config.store_path):
+            pass
+    except StoreError as exc:
+        return BAD, "store", f"{exc} (check that {config.store_path.parent} is writable, or set [store] path)"
+    return OK, "store", str(config.store_path)
+
+
+async def _model(config: Config) -> tuple[str, str, str]:
+    cfg = config.model
+    if not cfg.configured:
+        return BAD, "model", (f"not configured: set [model] base_url and model in {config.source} "
+                              "(e.g. base_url = \"http://127.0.0.1:11434/v1\" for a local Ollama)")
+    key = secret(cfg.api_key_env)
+    client = make_client(cfg.model_copy(update={"max_retries": 0, "timeout_s": min(cfg.timeout_s, 15)}), key)
+    try:
+        reply = await client.complete([ChatMessage(role="user", content="Reply with the word: ok")], [])
+    except ModelUnavailable as exc:
+        hint = "" if key else f" (${cfg.api_key_env} is not set; fine for a local server that needs no key)"
+        return BAD, "model", f"{exc}{hint}"
+    finally:
+        await client.aclose()
+    return OK, "model", f"{cfg.provider} {reply.model or cfg.model} at {cfg.base_url} answers"
+
+
+async def _surface(config: Config, name: str) -> tuple[str, str, str]:
+    """A read-only identity call with the configured token: getMe / auth.test."""
+    try:
+        async with httpx.AsyncClient(timeout=10) as http:
+            if name == "telegram" and config.telegram is not None:
+                token = secret(config.telegram.token_env) or ""
+                r = await http.get(f"{config.telegram.base_url}{token}/getMe")
+                data = r.json()
+                if not data.get("ok"):
+                    return BAD, "telegram", f"the token in ${config.telegram.token_env} was refused: {data.get('description')}"
+                return OK, "telegram", f"bot @{data['result'].get('username')} ({config.telegram.mode})"
+            if name == "slack" and config.slack is not None:
+                token = secret(config.slack.bot_token_env) or ""
+                r = await http.post(f"{config.slack.base_url.rstrip('/')}/auth.test",
+                                    headers={"Authorization": f"Bearer {token}"})
+                data = r.json()
+                if not data.get("ok"):
+                    return BAD, "slack", f"the token in ${config.slack.bot_token_env} was refused: {data.get('error')}"
+                return OK, "slack", f"bot {data.get('user')} in {data.get('team')} ({config.slack.mode} mode)"
+    except (httpx.HTTPError, ValueError) as exc:
+        # The exception text can contain the request URL, and a Telegram URL contains the token.
+        return BAD, name, f"cannot reach the {name} API: {type(exc).__name__}"
+    return WARN, name, "not checked"
