@@ -24,14 +24,7 @@ from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, core_schema
 
 from connectors import ical
-from connectors.calendar import (
-    CalendarClient,
-    CalendarConflict,
-    CalendarError,
-    Event,
-    EventFields,
-    EventTime,
-)
+from connectors.calendar import CalendarClient, CalendarConflict, CalendarError, Event, EventFields, EventTime
 from toolsets.base import ApprovalPolicy, ExecutionPolicy, Preview, Risk, ToolContext, ToolError, Toolset
 
 TOOLSET = Toolset(
@@ -50,8 +43,6 @@ CONFLICT = "the event changed on the server since you approved; nothing was chan
 MAX_RANGE = timedelta(days=366)
 _FIELD_ARGS = {"title", "start", "end", "location", "description", "attendees", "repeat"}
 _MUTATION = {"risk": Risk.RUNTIME_HIGH, "approval": ApprovalPolicy.ALWAYS, "execution": ExecutionPolicy.CONFIRM}
-
-
 _DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
