@@ -212,7 +212,7 @@ def _arg_docs(fn: Callable[..., Any]) -> dict[str, str]:
 def args_model_for(fn: Callable[..., Any]) -> type[BaseModel]:
     """A pydantic model of `fn`'s parameters after the context; unknown fields are rejected."""
     sig = inspect.signature(fn)
-    hints = get_type_hints(fn)
+    hints = get_type_hints(fn, include_extras=True)
     docs = _arg_docs(fn)
     fields: dict[str, Any] = {}
     for i, (pname, param) in enumerate(sig.parameters.items()):

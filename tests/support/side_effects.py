@@ -48,6 +48,16 @@ async def hooked(ctx: ToolContext, note: str) -> str:
     return "ok"
 
 
+@TESTING.tool(visible_chars=500)
+async def dump(ctx: ToolContext, size: int) -> str:
+    """Return a long text (for output budget tests).
+
+    Args:
+        size: How many characters.
+    """
+    return "".join(f"line {i:05d}\n" for i in range(size // 11 + 1))[:size]
+
+
 def reset() -> None:
     EXECUTED.clear()
     BINDING.clear()
