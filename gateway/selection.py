@@ -1,11 +1,10 @@
 """Toolset selection: which toolsets' schemas go with this turn's model request, and why.
 
-Deterministic and cheap (precompiled keyword regexes behind substring tests, see `gateway.keywords`;
-no model call). The inputs are the message
-text, whether it has attachments, the toolsets the session used in its last turns, the session's pins,
-and the toolsets available in this runtime (connector toolsets only when their connector is configured;
-the caller decides that, and nothing outside `available` is ever selected). Keywords belong to each
-toolset's own module; this module reads them generically.
+Deterministic and cheap: precompiled keyword regexes behind substring tests (`gateway.keywords`), no
+model call. The inputs are the message text, whether it has attachments, the toolsets the session used
+in its last turns, the session's pins, and the toolsets available in this runtime (connector toolsets
+only when their connector is configured; the caller decides that, and nothing outside `available` is
+ever selected). Keywords belong to each toolset's own module; this module reads them generically.
 
 The tools array is built in one fixed order (the loader, then the registry order of `available`), so the
 same selection gives byte-identical schemas and provider prompt caches keep hitting.
