@@ -35,7 +35,7 @@ def dedupe_key(event: dict[str, Any]) -> str:
     return f"slack:msg:{event['channel']}:{event['ts']}"
 
 
-def to_inbound(event: dict[str, Any], bot_user_id: str) -> Inbound:
+def to_inbound(event: dict[str, Any], bot_user_id: str, attachments: list[Attachment]) -> Inbound:
     """The `Inbound` for a turn event (see `is_turn`). A channel mention outside a thread starts a thread
     at that message, so the conversation (a session) and its replies stay there."""
     channel, ts = str(event["channel"]), str(event["ts"])
@@ -49,20 +49,9 @@ def to_inbound(event: dict[str, Any], bot_user_id: str) -> Inbound:
         text=re.sub(r"[ \t]{2,}", " ", text),
         thread_id=event.get("thread_ts") or (None if is_dm else ts),
         is_group=not is_dm,
-        attachments=_attachments(event),
+        attachments=attachments,
         platform_message_id=ts,
     )
-
-
-def _attachments(event: dict[str, Any]) -> list[Attachment]:
-    # Described, not downloaded (that would need files:read and could not finish inside Slack's 3 s ack
-    # window for large files): the model learns what was shared and can say it cannot open it.
-    return [
-        Attachment(name=str(f.get("name") or f.get("title") or f.get("id") or "file"),
-                   mime_type=str(f.get("mimetype") or "application/octet-stream"), size=int(f.get("size") or 0))
-        for f in event.get("files") or []
-        if f.get("mode") != "tombstone"
-    ]
 
 
 @dataclass(frozen=True)

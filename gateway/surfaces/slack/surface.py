@@ -25,6 +25,7 @@ from gateway.config import SlackConfig
 from gateway.surfaces.base import DeliveryError, GatewayPort, Surface
 from gateway.surfaces.slack.blocks import ACTION_ID, SECTION_LIMIT, message_blocks
 from gateway.surfaces.slack.events import SURFACE, Press, dedupe_key, is_turn, to_inbound, to_press
+from gateway.surfaces.slack.files import FileFetcher
 from gateway.surfaces.slack.format import mrkdwn_chunks, to_mrkdwn
 from gateway.surfaces.slack.health import SocketConnection
 from gateway.surfaces.slack.http import HttpReceiver
@@ -46,12 +47,12 @@ class SlackSurface(Surface):
 
     def __init__(self, cfg: SlackConfig, bot_token: str, app_token: str | None, signing_secret: str | None,
                  data_dir: Path) -> None:
-        # data_dir is part of the surface contract (for downloaded attachments); Slack files are passed
-        # on as descriptions for now, so nothing is written there.
         self.cfg = cfg
         self._bot_token = bot_token
         self._app_token = app_token
         self._signing_secret = signing_secret
+        self._attachments_dir = data_dir / "attachments" / SURFACE
+        self._files: FileFetcher | None = None
         self._state = "down"
         self._session: aiohttp.ClientSession | None = None
         self._client: AsyncWebClient | None = None
@@ -84,6 +85,7 @@ class SlackSurface(Surface):
         self._client = AsyncWebClient(token=self._bot_token, base_url=self.cfg.base_url, session=self._session,
                                       retry_handlers=[], logger=log)
         self._bot_user_id = await self._who_am_i(self._client)
+        self._files = FileFetcher(self._session, self._bot_token, self.cfg.base_url, self._attachments_dir)
         app = AsyncApp(client=self._client, signing_secret=self._signing_secret or "", process_before_response=True,
                        logger=logging.getLogger(f"{__name__}.bolt"))
         app.event("message")(self._on_event)
@@ -113,6 +115,7 @@ class SlackSurface(Surface):
             await self._session.close()
             self._session = None
         self._client = None
+        self._files = None
 
     def status(self) -> str:
         if self._state == "up" and self._socket is not None and not self._socket.connected:
@@ -135,8 +138,8 @@ class SlackSurface(Surface):
     async def _on_event(self, event: dict[str, Any], body: dict[str, Any], request: AsyncBoltRequest) -> None:
         if not is_turn(event, self._bot_user_id):
             return
-        assert self._gateway is not None
-        inbound = to_inbound(event, self._bot_user_id)
+        assert self._gateway is not None and self._files is not None
+        inbound = to_inbound(event, self._bot_user_id, await self._files.attachments(event))
         # Returning acknowledges Slack, so the inbound must be durable first; False is a redelivery.
         accepted = await self._gateway.receive(inbound, dedupe_key(event))
         log.info("slack_inbound type=%s channel=%s ts=%s event_id=%s retry=%s accepted=%s", event.get("type"),
