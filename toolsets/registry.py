@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 from toolsets import calendar
+from toolsets import clarify, memory, messaging, sessions, tasks
 from toolsets.base import Tool, Toolset
 
 TOOLSETS: list[Toolset] = [
+    sessions.TOOLSET,
+    memory.TOOLSET,
+    tasks.TOOLSET,
+    messaging.TOOLSET,
+    clarify.TOOLSET,
     calendar.TOOLSET,
 ]
 
