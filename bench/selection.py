@@ -1,0 +1,120 @@
+"""Toolset-selection benchmark: tools-array bytes on the first request, recall, and selection time.
+
+Every registered toolset counts as available (all connectors configured), the session has no recent
+use and no pins, so each figure is what a fresh conversation's first model request would carry.
+`selection_corpus.jsonl` is the labelled corpus; `selection_heldout.jsonl` was written after the
+keywords were fixed and is never used to tune them, so its recall shows how well they generalize.
+
+    .venv/bin/python bench/selection.py [--misses]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from gateway.selection import schema_bytes, select_toolsets, tools_for
+from toolsets.loader import loader_tool
+from toolsets.registry import TOOLSETS
+
+HERE = Path(__file__).parent
+CORPORA = ("selection_corpus.jsonl", "selection_heldout.jsonl")
+TIMING_ROUNDS = 50
+
+
+class Example(BaseModel):
+    text: str
+    needs: list[str]
+    attachments: bool = False
+
+
+def load(name: str) -> list[Example]:
+    lines = (HERE / name).read_text("utf-8").splitlines()
+    return [Example.model_validate_json(line) for line in lines if line.strip()]
+
+
+def percentile(values: list[float], p: float) -> float:
+    """Nearest-rank percentile."""
+    ordered = sorted(values)
+    return ordered[max(0, min(len(ordered) - 1, round(p / 100 * len(ordered)) - 1))]
+
+
+def select(ex: Example) -> list[str]:
+    return select_toolsets(ex.text, has_attachments=ex.attachments, recent=[], pins=None, available=TOOLSETS).names
+
+
+def evaluate(examples: list[Example], misses: list[str]) -> dict[str, Any]:
+    """Bytes and recall over `examples`; appends a line per missed message to `misses`."""
+    loader = loader_tool(TOOLSETS)
+    sizes: list[int] = []
+    found = needed = extra = complete = 0
+    for ex in examples:
+        names = select(ex)
+        sizes.append(schema_bytes(tools_for(names, TOOLSETS, loader)))
+        got = set(names) & set(ex.needs)
+        found += len(got)
+        needed += len(ex.needs)
+        extra += len(set(names) - set(ex.needs))
+        if got == set(ex.needs):
+            complete += 1
+        else:
+            misses.append(f"MISS needs={ex.needs} selected={names}: {ex.text}")
+    return {
+        "messages": len(examples),
+        "chinese": sum(any("\u4e00" <= c <= "\u9fff" for c in ex.text) for ex in examples),
+        "needing_none": sum(not ex.needs for ex in examples),
+        "needing_two_plus": sum(len(ex.needs) >= 2 for ex in examples),
+        "first_request_bytes_median": statistics.median(sizes),
+        "first_request_bytes_p90": percentile(sizes, 90),
+        "recall_messages_pct": round(100 * complete / len(examples), 1),
+        "recall_labels_pct": round(100 * found / max(needed, 1), 1),
+        "extra_toolsets_per_message": round(extra / len(examples), 2),
+    }
+
+
+def timing(examples: list[Example]) -> dict[str, float]:
+    """Microseconds per `select_toolsets` call: each message's best of many runs (its own cost, without
+    the scheduler noise of a shared machine), then median, p99 and max over the messages."""
+    best = [float("inf")] * len(examples)
+    for _ in range(TIMING_ROUNDS):
+        for i, ex in enumerate(examples):
+            start = time.perf_counter_ns()
+            select(ex)
+            best[i] = min(best[i], (time.perf_counter_ns() - start) / 1000)
+    return {"median": round(statistics.median(best), 1), "p99": round(percentile(best, 99), 1),
+            "max": round(max(best), 1)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--misses", action="store_true", help="list the messages whose needed toolsets were missed")
+    args = parser.parse_args()
+
+    corpora = {name: load(name) for name in CORPORA}
+    everything = [ex for examples in corpora.values() for ex in examples]
+    registered = [ts.name for ts in TOOLSETS]
+    long_paste = Example(text=" ".join(ex.text for ex in everything)[:4000], needs=[])
+    misses: list[str] = []
+    report = {
+        "registered_toolsets": registered,
+        "labelled_but_not_registered": sorted({n for ex in everything for n in ex.needs} - set(registered)),
+        "all_tools_bytes": schema_bytes(tools_for(registered, TOOLSETS, loader_tool(TOOLSETS))),
+        "loader_bytes": schema_bytes([loader_tool(TOOLSETS)]),
+        "toolset_bytes": {ts.name: schema_bytes(ts.tools) for ts in TOOLSETS},
+        **{name.removesuffix(".jsonl"): evaluate(examples, misses) for name, examples in corpora.items()},
+        "selection_us": timing(everything),
+        "selection_us_4000_char_message": timing([long_paste])["median"],
+    }
+    print(json.dumps(report, indent=2, ensure_ascii=False))
+    if args.misses:
+        print("\n".join(misses))
+
+
+if __name__ == "__main__":
+    main()
