@@ -11,15 +11,6 @@ from itertools import groupby
 from gateway.llm.types import ChatMessage
 from store.records import MessageRecord
 
-# Rows fetched per turn before trimming by characters: enough for any budget in chars at typical
-# message sizes; a larger budget simply fetches more (see `rows_for_budget`).
-MIN_ROWS = 200
-
-
-def rows_for_budget(budget_chars: int) -> int:
-    return max(MIN_ROWS, budget_chars // 40)
-
-
 def to_chat(msg: MessageRecord) -> ChatMessage:
     """One stored message as the model sees it. Events (approval outcomes, late notices) are shown as
     bracketed user-side notes, which every provider accepts after a tool result."""

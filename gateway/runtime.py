@@ -18,7 +18,7 @@ from typing import Any
 from gateway.access import Access
 from gateway.config import Config
 from gateway.context import TurnContext
-from gateway.history import fit_history, rows_for_budget, to_chat
+from gateway.history import fit_history, to_chat
 from gateway.llm.types import ChatMessage, ModelClient, ModelUnavailable, ToolSchema
 from gateway.outbox import OutboxService
 from gateway.prompt import system_prompt
@@ -29,7 +29,7 @@ from store.inbound import InboundLog
 from store.messages import Messages
 from store.records import Inbound, MessageRecord, Origin, Outbound, SessionRecord
 from store.sessions import Sessions, session_id_for
-from toolsets.base import Toolset
+from toolsets.base import Tool, Toolset
 from toolsets.loader import loader_tool
 from toolsets.memory import memory_prompt
 
@@ -57,6 +57,7 @@ class Runtime:
         self._lanes: dict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._tasks: set[asyncio.Task[None]] = set()
         self._tool_toolset = {t.name: ts.name for ts in toolsets for t in ts.tools}
+        self._schemas: dict[str, ToolSchema] = {}
 
     # -- entry points -----------------------------------------------------------------------------
 
@@ -152,7 +153,7 @@ class Runtime:
                          exclude: set[str] = frozenset()) -> str | None:
         """Run the model on the session until it answers. Returns the final text (None when the turn
         ended by asking the user a question)."""
-        rows = await self.messages.recent(session.id, session.epoch, rows_for_budget(self.config.runtime.context_budget))
+        rows = await self.messages.recent_within(session.id, session.epoch, self.config.runtime.context_budget)
         already = any(m.turn_id == turn_id for m in rows)  # a re-run after a crash: continue, don't repeat
         if not already:
             new = MessageRecord(session_id=session.id, epoch=session.epoch, turn_id=turn_id,
@@ -179,7 +180,7 @@ class Runtime:
         for _ in range(self.config.runtime.max_tool_rounds):
             tools = tools_for(sorted(ctx.loaded), available, loader)
             try:
-                reply = await self.model.complete(convo, [ToolSchema(**t.schema()) for t in tools])
+                reply = await self.model.complete(convo, [self._schema(t) for t in tools])
             except ModelUnavailable as exc:
                 log.warning("model_unavailable session=%s", session.id)
                 return f"⚠️ {exc}"
@@ -207,6 +208,13 @@ class Runtime:
                                    user_key=session.user_key, meta=outcome.meta)
             await self.messages.add(result)
             convo.append(ChatMessage(role="tool", content=outcome.visible, tool_call_id=call.id, name=call.name))
+
+    def _schema(self, tool: Tool) -> ToolSchema:
+        """Tool schemas are immutable: build each provider-neutral schema object once."""
+        cached = self._schemas.get(tool.name)
+        if cached is None or cached.description != tool.description:
+            cached = self._schemas[tool.name] = ToolSchema(**tool.schema())
+        return cached
 
     def _recent_toolsets(self, rows: list[MessageRecord], current_turn: str) -> list[str]:
         turns: list[str] = []

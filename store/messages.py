@@ -55,6 +55,30 @@ class Messages:
 
         return await self.store.run(op)
 
+    async def recent_within(self, session_id: str, epoch: int, budget_chars: int) -> list[MessageRecord]:
+        """The newest whole turns of the session's current epoch whose text fits `budget_chars`
+        (at least the newest turn), oldest first. Sizes are summed on raw rows, so a months-long
+        session costs only the rows that fit, never the whole history."""
+
+        def op(db: Database) -> list[MessageRecord]:
+            cur = db.execute(
+                "SELECT *, length(content) + coalesce(length(tool_calls), 0) AS size FROM messages"
+                " WHERE session_id = ? AND epoch = ? ORDER BY id DESC", [session_id, epoch])
+            names = [d[0] for d in cur.description]
+            kept: list[dict[str, Any]] = []
+            used, turn = 0, None
+            for raw in cur:
+                row = dict(zip(names, raw))
+                if row["turn_id"] != turn:  # a turn boundary: stop here if the budget is spent
+                    if kept and used > budget_chars:
+                        break
+                    turn = row["turn_id"]
+                used += row.pop("size")
+                kept.append(row)
+            return [row_to(MessageRecord, r, _JSON) for r in reversed(kept)]
+
+        return await self.store.run(op)
+
     async def get(self, message_id: int) -> MessageRecord | None:
         def op(db: Database) -> MessageRecord | None:
             rows = db.execute_returning_dicts("SELECT * FROM messages WHERE id = ?", [message_id])

@@ -130,14 +130,18 @@ class Tool:
     handler: Handler
     descriptor: Descriptor
     previewer: PreviewFn | None = None
+    _schema: dict[str, Any] | None = field(default=None, repr=False)
 
     def schema(self) -> dict[str, Any]:
-        """The provider-neutral schema: name, description, JSON-schema parameters."""
-        params = self.args_model.model_json_schema()
-        params.pop("title", None)
-        for prop in params.get("properties", {}).values():
-            prop.pop("title", None)
-        return {"name": self.name, "description": self.description, "parameters": params}
+        """The provider-neutral schema: name, description, JSON-schema parameters. Built once: it is
+        sent with every model request, and the same bytes every time keep prompt caches warm."""
+        if self._schema is None:
+            params = self.args_model.model_json_schema()
+            params.pop("title", None)
+            for prop in params.get("properties", {}).values():
+                prop.pop("title", None)
+            self._schema = {"name": self.name, "description": self.description, "parameters": params}
+        return self._schema
 
     async def call(self, ctx: ToolContext, args: BaseModel) -> Any:
         return await self.handler(ctx, **{k: getattr(args, k) for k in type(args).model_fields})

@@ -1,0 +1,41 @@
+"""The fake model as a separate process for benchmarks, answering by rule instead of by script:
+a user message starting "add a task" gets a task_create call, a tool result gets "Added.", anything
+else is echoed. Prints its OpenAI base URL, then serves until terminated."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tests.fixtures.model import start_fake_model  # noqa: E402
+from tests.support.model_wire import Step, echo, last_user_text, reply, tool_call  # noqa: E402
+
+
+def by_rule(body: dict[str, Any]) -> Step:
+    last = body["messages"][-1]
+    if last.get("role") == "tool":
+        return reply("Added.")
+    text = last_user_text(body) or ""
+    if text.startswith("add a task"):
+        return tool_call("task_create", {"title": text.removeprefix("add a task ").strip() or "task"})
+    return echo(body)
+
+
+def main() -> None:
+    fake = start_fake_model()
+    fake.responder = by_rule
+    print(fake.url_openai, flush=True)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    stop.wait()
+    fake.stop()
+
+
+if __name__ == "__main__":
+    main()

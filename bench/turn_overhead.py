@@ -1,0 +1,89 @@
+"""Gateway overhead per turn: everything a turn costs except the model's own latency.
+
+Drives N console turns through the real Gateway (store, selection, history, outbox, console delivery)
+against the local fake model (zero think time), which runs in its own process so its CPU is not counted. The model client is wrapped to time each request, and the
+overhead of a turn is its wall time minus the time spent inside model calls. A quarter of the turns call
+a tool (task_create then a reply), the rest are plain replies.
+
+    .venv/bin/python bench/turn_overhead.py [--turns 400]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import io
+import resource
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from gateway.app import Gateway  # noqa: E402
+from gateway.config import parse_config  # noqa: E402
+from gateway.llm import make_client  # noqa: E402
+from gateway.surfaces.console import ConsoleSurface  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class TimedModel:
+    """Wraps a model client and adds up the time spent waiting on it."""
+
+    def __init__(self, inner):  # type: ignore[no-untyped-def]
+        self.inner = inner
+        self.spent = 0.0
+
+    async def complete(self, messages, tools):  # type: ignore[no-untyped-def]
+        t0 = time.perf_counter()
+        try:
+            return await self.inner.complete(messages, tools)
+        finally:
+            self.spent += time.perf_counter() - t0
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+def pct(values: list[float], p: float) -> float:
+    return statistics.quantiles(values, n=100, method="inclusive")[int(p) - 1]
+
+
+async def main(turns: int) -> None:
+    fake = await asyncio.create_subprocess_exec(sys.executable, str(ROOT / "bench" / "fake_model_server.py"),
+                                                stdout=asyncio.subprocess.PIPE)
+    assert fake.stdout is not None
+    url = (await fake.stdout.readline()).decode().strip()
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = parse_config({"model": {"base_url": url, "model": "bench"},
+                            "store": {"path": f"{tmp}/anyy.db"}}, "bench")
+        model = TimedModel(make_client(cfg.model, "k"))
+        console = ConsoleSurface(out=io.StringIO())
+        gw = Gateway(cfg, surfaces=[console], model=model)
+        await gw.start()
+        overhead, totals = [], []
+        for i in range(turns + 20):
+            spent0 = model.spent
+            t0 = time.perf_counter()
+            await console.send_line(f"add a task number {i}" if i % 4 == 0 else f"hello number {i}")
+            await gw.idle()
+            wall = time.perf_counter() - t0
+            if i >= 20:  # warm-up turns excluded
+                totals.append(wall * 1000)
+                overhead.append((wall - (model.spent - spent0)) * 1000)
+        await gw.stop()
+    fake.terminate()
+    await fake.wait()
+    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"turns={turns} (1 in 4 with a tool call)")
+    print(f"gateway overhead per turn: p50={statistics.median(overhead):.2f} ms p99={pct(overhead, 99):.2f} ms")
+    print(f"turn wall time incl. local model HTTP: p50={statistics.median(totals):.2f} ms p99={pct(totals, 99):.2f} ms")
+    print(f"peak RSS: {rss_mb:.0f} MB")
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--turns", type=int, default=400)
+    asyncio.run(main(ap.parse_args().turns))
