@@ -79,8 +79,7 @@ class Commands:
                     f"Available: {', '.join(sorted(available))}"
             await self.runtime.sessions.update(session.id, pinned_toolsets=names)
             return f"Pinned: {', '.join(names)} (plus the loader). /toolsets auto to undo."
-        pins = f"Pinned: {', '.join(session.pinned_toolsets)}\n" if session.pinned_toolsets else ""
-        return pins + describe_selection(self._selection(session)) + f"\nAvailable: {', '.join(sorted(available))}"
+        return describe_selection(self._selection(session), self.runtime.available())
 
     async def list_approvals(self, inbound: Inbound, session: SessionRecord, args: str) -> str:
         pending = [a for a in await Approvals(self.runtime.store).list(("pending",))

@@ -191,17 +191,18 @@ class Runtime:
             convo.append(to_chat(assistant))
             if not reply.tool_calls:
                 return reply.text
-            await self._run_calls(ctx, session, reply.tool_calls, loader.name, convo)
+            await self._run_calls(ctx, session, reply.tool_calls, loader, convo)
             if ctx.ended:
                 return None
         return (f"I stopped after {self.config.runtime.max_tool_rounds} rounds of tool calls without finishing. "
                 "Tell me how to continue, or narrow the request.")
 
-    async def _run_calls(self, ctx: TurnContext, session: SessionRecord, calls: list[Any], loader: str,
+    async def _run_calls(self, ctx: TurnContext, session: SessionRecord, calls: list[Any], loader: Tool,
                          convo: list[ChatMessage]) -> None:
         for call in calls:
             # Recomputed per call: a load_toolsets earlier in the same reply makes its tools callable.
-            visible = {t.name for name in ctx.loaded for t in ctx.available[name].tools} | {loader}
+            visible = {t.name: t for name in ctx.loaded for t in ctx.available[name].tools}
+            visible[loader.name] = loader
             outcome = await self.caller.run(ctx, call, visible)
             result = MessageRecord(session_id=session.id, epoch=session.epoch, turn_id=ctx.turn_id, role="tool",
                                    content=outcome.stored, tool_call_id=call.id, tool_name=call.name,

@@ -13,6 +13,7 @@ from connectors.calendar import CalendarClient, CalendarSettings
 from connectors.email import EmailClient, EmailSettings
 from gateway.config import CalendarConfig, Config, EmailConfig, secret
 from gateway.scheduler import AutomationService
+from toolsets.memory import MemoryLimits
 
 if TYPE_CHECKING:
     from gateway.app import Gateway
@@ -59,7 +60,8 @@ def connectors(config: Config) -> dict[str, Any]:
 
 
 async def build_services(gateway: "Gateway") -> dict[str, Any]:
-    services: dict[str, Any] = {"surfaces": SurfaceStatus(gateway), **connectors(gateway.config)}
+    services: dict[str, Any] = {"surfaces": SurfaceStatus(gateway), **connectors(gateway.config),
+                                "memory": MemoryLimits(max_chars=gateway.config.runtime.memory_max_chars)}
     services["automations"] = AutomationService(gateway.store, gateway.config.tz, gateway.outbox.enqueue,
                                                 gateway.run_prompt)
     return services

@@ -55,12 +55,12 @@ class ToolCaller:
         self.audit = audit
         self.deciders = deciders  # callable: surface -> list of user keys
 
-    async def run(self, ctx: TurnContext, call: ToolCallRecord, visible: set[str]) -> CallOutcome:
-        tool = self.tools.get(call.name)
-        if tool is None or call.name not in visible:
-            hint = ""
-            if tool is not None:
-                hint = f" It belongs to the '{tool.toolset}' toolset: call load_toolsets first."
+    async def run(self, ctx: TurnContext, call: ToolCallRecord, visible: dict[str, Tool]) -> CallOutcome:
+        """Run one call against the tools visible this round (name -> tool)."""
+        tool = visible.get(call.name)
+        if tool is None:
+            known = self.tools.get(call.name)
+            hint = f" It belongs to the '{known.toolset}' toolset: call load_toolsets first." if known else ""
             return self._error(f"Error: unknown tool {call.name!r}.{hint}")
         try:
             raw = json.loads(call.arguments or "{}")
