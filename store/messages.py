@@ -17,6 +17,7 @@ _JSON = ("tool_calls", "meta")
 class SearchHit(BaseModel):
     message_id: int
     session_id: str
+    turn_id: str
     role: str
     created_at: str
     snippet: str
@@ -94,7 +95,7 @@ class Messages:
             terms = [t for t in query.split() if t]
             if terms and all(len(t) >= 3 for t in terms):
                 rows = db.execute_returning_dicts(
-                    "SELECT m.id, m.session_id, m.role, m.created_at,"
+                    "SELECT m.id, m.session_id, m.turn_id, m.role, m.created_at,"
                     " snippet(messages_fts, 0, '[', ']', '…', 40) AS snippet"
                     " FROM messages_fts JOIN messages m ON m.rowid = messages_fts.rowid"
                     " WHERE messages_fts MATCH ? AND m.user_key = ? AND m.role IN ('user','assistant')"
@@ -105,12 +106,12 @@ class Messages:
                 like = [f"%{t}%" for t in terms] or ["%"]
                 where = " AND ".join("content LIKE ?" for _ in like)
                 rows = db.execute_returning_dicts(
-                    f"SELECT id, session_id, role, created_at, substr(content, 1, 160) AS snippet FROM messages"
+                    f"SELECT id, session_id, turn_id, role, created_at, substr(content, 1, 160) AS snippet FROM messages"
                     f" WHERE {where} AND user_key = ? AND role IN ('user','assistant') ORDER BY id DESC LIMIT ?",
                     [*like, user_key, limit],
                 )
             return [
-                SearchHit(message_id=r["id"], session_id=r["session_id"], role=r["role"],
+                SearchHit(message_id=r["id"], session_id=r["session_id"], turn_id=r["turn_id"], role=r["role"],
                           created_at=r["created_at"], snippet=r["snippet"])
                 for r in rows
             ]

@@ -37,7 +37,10 @@ async def session_search(ctx: ToolContext, query: str, limit: int = 5) -> list[d
     if not query.strip():
         raise ToolError("query is empty; give a few words the messages contain")
     # The store quotes every term as a literal phrase, so quotes or FTS operators in `query` are just text.
-    hits = await Messages(ctx.store).search(ctx.user_key, query, min(max(limit, 1), MAX_RESULTS))
+    wanted = min(max(limit, 1), MAX_RESULTS)
+    hits = await Messages(ctx.store).search(ctx.user_key, query, wanted + 1)
+    # The message being answered contains the words too; it is not "the past".
+    hits = [h for h in hits if h.turn_id != ctx.turn_id][:wanted]
     return [
         {
             "date": parse_iso(h.created_at).astimezone(ctx.tz).strftime("%Y-%m-%d %H:%M"),
