@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from toolsets import calendar
+from toolsets import email
 from toolsets import clarify, memory, messaging, sessions, tasks
 from toolsets.base import Tool, Toolset
 
@@ -13,6 +14,7 @@ TOOLSETS: list[Toolset] = [
     messaging.TOOLSET,
     clarify.TOOLSET,
     calendar.TOOLSET,
+    email.TOOLSET,
 ]
 
 

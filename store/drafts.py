@@ -1,0 +1,72 @@
+"""Email drafts, per user: the full outgoing message as JSON, and whether it has been sent.
+
+A draft changes only while it is a draft; `mark_sent` is the single atomic transition out of that state,
+so two sends of one draft cannot both claim it.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+from sqlite_utils import Database
+
+from store.db import Store
+from store.records import EmailDraftRecord, dumps, iso, row_to, utcnow
+
+
+class Drafts:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    async def create(self, user_key: str, message: dict[str, Any]) -> EmailDraftRecord:
+        """Store a new draft and return it (its id is short enough to read out in a chat)."""
+
+        def op(db: Database) -> EmailDraftRecord:
+            now = iso(utcnow())
+            row = {"id": f"d{secrets.token_hex(5)}", "user_key": user_key, "message": dumps(message),
+                   "state": "draft", "created_at": now, "updated_at": now}
+            db["email_drafts"].insert(row)
+            return row_to(EmailDraftRecord, row, ("message",))
+
+        return await self.store.run(op)
+
+    async def get(self, user_key: str, draft_id: str) -> EmailDraftRecord | None:
+        """One of the user's drafts, in any state; None when it is missing or someone else's."""
+
+        def op(db: Database) -> EmailDraftRecord | None:
+            rows = list(db["email_drafts"].rows_where("id = ? AND user_key = ?", [draft_id, user_key]))
+            return row_to(EmailDraftRecord, rows[0], ("message",)) if rows else None
+
+        return await self.store.run(op)
+
+    async def update(self, user_key: str, draft_id: str, message: dict[str, Any]) -> EmailDraftRecord | None:
+        """Replace the message of an unsent draft; None when there is no such unsent draft of this user."""
+
+        def op(db: Database) -> EmailDraftRecord | None:
+            cur = db.execute(
+                "UPDATE email_drafts SET message = ?, updated_at = ? WHERE id = ? AND user_key = ? AND state = 'draft'",
+                [dumps(message), iso(utcnow()), draft_id, user_key])
+            return row_to(EmailDraftRecord, db["email_drafts"].get(draft_id), ("message",)) if cur.rowcount else None
+
+        return await self.store.run(op)
+
+    async def _transition(self, user_key: str, draft_id: str, old: str, new: str) -> bool:
+        def op(db: Database) -> bool:
+            cur = db.execute(
+                "UPDATE email_drafts SET state = ?, updated_at = ? WHERE id = ? AND user_key = ? AND state = ?",
+                [new, iso(utcnow()), draft_id, user_key, old])
+            return cur.rowcount == 1
+
+        return await self.store.run(op)
+
+    async def mark_sent(self, user_key: str, draft_id: str) -> bool:
+        """Atomically move an unsent draft to `sent`; False when it was not an unsent draft of this user.
+
+        Call it before handing the message to the server: whoever wins this transition is the one sender.
+        """
+        return await self._transition(user_key, draft_id, "draft", "sent")
+
+    async def unmark_sent(self, user_key: str, draft_id: str) -> bool:
+        """Undo `mark_sent` after the server refused the message, so it can be fixed and sent again."""
+        return await self._transition(user_key, draft_id, "sent", "draft")

@@ -1,0 +1,301 @@
+"""The email toolset: search and read the owner's mail, write drafts, and send them after approval.
+
+Sending is two steps on purpose. `email_draft` stores a complete message (recipients, subject, body,
+threading headers and a Message-ID fixed now) and sends nothing. `email_send` waits for the owner's
+Approve; its preview shows from, to, cc, bcc, subject and the whole body, and binds the stored message,
+so a draft edited after the prompt no longer matches and that approval cannot send it. The handler sends
+the stored message as it is, once: it claims the draft (draft -> sent) before talking to the server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import date, datetime, timezone, tzinfo
+from typing import Annotated, Any
+
+from pydantic import Field, ValidationError
+
+from connectors.email import EmailClient, EmailError
+from connectors.mailcompose import OutgoingMessage, new_message_id, reply_subject
+from connectors.mailparse import MailMessage
+from store.drafts import Drafts
+from store.records import EmailDraftRecord
+from toolsets.base import ApprovalPolicy, ExecutionPolicy, Preview, Risk, ToolContext, ToolError, Toolset
+
+TOOLSET = Toolset(
+    "email",
+    "the owner's mailbox: search and read mail, draft new messages and replies, send (after approval)",
+    keywords=(
+        r"\be-?mails?\b", r"\bmail(?:s|box|ed|ing)?\b", r"\binbox\b", r"\bunread\b", r"\breply to\b",
+        r"\brespond to\b", r"\bdrafts?\b", r"\battachments?\b", r"\bnewsletters?\b",
+        r"\bcc\b", r"\bsubject line\b",
+        r"邮件", r"邮箱", r"电邮", r"回复", r"回信", r"收件箱", r"未读", r"草稿", r"发信", r"写信",
+        r"附件", r"抄送",
+    ),
+    requires="email",
+)
+
+_READ: dict[str, Any] = {"risk": Risk.READ, "execution": ExecutionPolicy.DIRECT}
+_SEND: dict[str, Any] = {"risk": Risk.RUNTIME_HIGH, "approval": ApprovalPolicy.ALWAYS,
+                         "execution": ExecutionPolicy.CONFIRM}
+Addresses = list[str] | None
+
+
+def _client(ctx: ToolContext) -> EmailClient:
+    client = ctx.service("email")
+    if client is None:
+        raise ToolError("email is not configured")
+    return client
+
+
+@contextmanager
+def _errors() -> Iterator[None]:
+    """Connector failures become tool results the model can read and act on."""
+    try:
+        yield
+    except EmailError as exc:
+        raise ToolError(str(exc)) from None
+
+
+def _invalid(exc: ValidationError) -> ToolError:
+    problems = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err["loc"] if not isinstance(p, int))
+        msg = err["msg"].removeprefix("Value error, ")
+        problems.append(f"{where}: {msg}" if where else msg)
+    return ToolError("; ".join(problems) + " (nothing was saved or sent)")
+
+
+def _compose(**fields: Any) -> OutgoingMessage:
+    if not str(fields.get("subject") or "").strip():
+        raise ToolError("the subject is empty; give the message a subject (nothing was saved or sent)")
+    if not str(fields.get("body") or "").strip():
+        raise ToolError("the body is empty; write the message text (nothing was saved or sent)")
+    try:
+        return OutgoingMessage(**fields)
+    except ValidationError as exc:
+        raise _invalid(exc) from None
+
+
+async def _unsent(ctx: ToolContext, draft_id: str) -> EmailDraftRecord:
+    record = await Drafts(ctx.store).get(ctx.user_key, draft_id)
+    if record is None:
+        raise ToolError(f"there is no draft {draft_id!r}; email_draft creates one and returns its id")
+    if record.state == "sent":
+        raise ToolError(f"draft {draft_id} was already sent; it will not be sent again (draft a new message)")
+    return record
+
+
+def _local(value: str, tz: tzinfo) -> str:
+    """A message date in the owner's zone; one without a zone ("-0000") is taken as UTC."""
+    try:
+        when = datetime.fromisoformat(value)
+    except ValueError:
+        return value
+    return (when if when.tzinfo else when.replace(tzinfo=timezone.utc)).astimezone(tz).strftime("%Y-%m-%d %H:%M")
+
+
+def _size(n: int) -> str:
+    return f"{n} B" if n < 1024 else f"{n / 1024:.1f} KB" if n < 1024 * 1024 else f"{n / 1024 / 1024:.1f} MB"
+
+
+def _card(m: MailMessage, tz: tzinfo) -> str:
+    head = [f"UID {m.uid} in {m.folder}" + (" (unread)" if m.unseen else ""), f"From: {m.sender}"]
+    for label, value in (("Reply-To", m.reply_to), ("To", m.to), ("Cc", m.cc)):
+        head += [f"{label}: {value}"] if value else []
+    head += [f"Date: {_local(m.date, tz)}", f"Subject: {m.subject}", f"Message-ID: {m.message_id}"]
+    head += [f"In-Reply-To: {m.in_reply_to}"] if m.in_reply_to else []
+    if m.attachments:
+        head.append("Attachments: " + ", ".join(f"{a.filename} ({a.content_type}, {_size(a.size)})"
+                                                for a in m.attachments))
+    return "\n".join(head) + "\n\n" + (m.text or "(no text)")
+
+
+@TOOLSET.tool(**_READ)
+async def email_status(ctx: ToolContext) -> str:
+    """Check the mailbox: whether the IMAP and SMTP servers accept our login, and INBOX message counts."""
+    status = await _client(ctx).status()
+    lines = [f"Mailbox {status.account}: IMAP {status.imap}; SMTP {status.smtp}."]
+    if status.messages is not None:
+        lines.append(f"INBOX: {status.messages} messages, {status.unseen} unread.")
+    return "\n".join(lines)
+
+
+@TOOLSET.tool(**_READ, visible_chars=5000)
+async def email_search(
+    ctx: ToolContext,
+    sender: str | None = None,
+    to: str | None = None,
+    subject: str | None = None,
+    text: str | None = None,
+    since: date | None = None,
+    before: date | None = None,
+    unread_only: bool = False,
+    folder: str = "INBOX",
+    limit: Annotated[int, Field(ge=1, le=50)] = 10,
+) -> str:
+    """Search the mailbox; every given criterion must match. Lists uid, date, sender, subject and the start
+    of the text, newest first. Read a whole message with email_get.
+
+    Args:
+        sender: Part of the From address or name.
+        to: Part of a To address or name.
+        subject: Part of the subject.
+        text: Words anywhere in the headers or body.
+        since: Arrived on or after this date.
+        before: Arrived before this date.
+        unread_only: Only messages not yet read.
+        folder: Folder to search.
+        limit: How many messages at most.
+    """
+    with _errors():
+        found = await _client(ctx).search(from_=sender, to=to, subject=subject, text=text, since=since,
+                                          before=before, unseen=unread_only, folder=folder, limit=limit)
+    if not found:
+        return f"No messages in {folder} match."
+    lines = [f"{len(found)} message(s) in {folder}, newest first:"]
+    for m in found:
+        lines.append(f"- uid {m.uid} | {_local(m.date, ctx.tz)} | {m.sender} | {m.subject}"
+                     + (" | unread" if m.unseen else ""))
+        lines += [f"  {m.snippet}"] if m.snippet else []
+    return "\n".join(lines)
+
+
+@TOOLSET.tool(**_READ, visible_chars=6000)
+async def email_get(ctx: ToolContext, uid: int, folder: str = "INBOX") -> str:
+    """Read one message: headers, attachment names and sizes, and the text (HTML is converted to text).
+    Reading does not mark it as read.
+
+    Args:
+        uid: The uid from email_search.
+        folder: The folder it is in.
+    """
+    with _errors():
+        message = await _client(ctx).get(uid, folder)
+    return _card(message, ctx.tz)
+
+
+@TOOLSET.tool(risk=Risk.RUNTIME_LOW, execution=ExecutionPolicy.AUDIT)
+async def email_draft(
+    ctx: ToolContext,
+    to: Addresses = None,
+    cc: Addresses = None,
+    bcc: Addresses = None,
+    subject: str | None = None,
+    body: str | None = None,
+    reply_to_uid: int | None = None,
+    folder: str = "INBOX",
+    draft_id: str | None = None,
+) -> str:
+    """Write an email draft; nothing is sent. For a reply give reply_to_uid: the draft is threaded to that
+    message, the subject defaults to "Re: <its subject>" and the recipient to its sender. Give draft_id to
+    revise an unsent draft (only the given fields change). Returns the draft id and the message as it
+    would be sent; send it with email_send(draft_id=...), which needs the owner's approval.
+
+    Args:
+        to: Recipient addresses, like "a@example.com" or "Ann Lee <a@example.com>".
+        cc: Copy recipients.
+        bcc: Hidden copy recipients.
+        subject: Subject line.
+        body: The message text (plain text).
+        reply_to_uid: The uid (from email_search) of the message this replies to.
+        folder: The folder of reply_to_uid.
+        draft_id: An unsent draft to revise.
+    """
+    client = _client(ctx)
+    base = OutgoingMessage.model_validate((await _unsent(ctx, draft_id)).message) if draft_id else None
+    fields: dict[str, Any] = base.model_dump() if base else {
+        "from_address": client.settings.from_address, "from_name": client.settings.from_name,
+        "message_id": new_message_id(client.settings.from_address)}
+    if reply_to_uid is not None:
+        with _errors():
+            original = await client.get(reply_to_uid, folder)
+        # RFC 5322 3.6.4: the parent's References (or its In-Reply-To) followed by the parent's own id.
+        thread = original.references or ([original.in_reply_to] if original.in_reply_to else [])
+        references = list(dict.fromkeys([*thread, original.message_id])) if original.message_id else thread
+        fields |= {"in_reply_to": original.message_id, "references": references,
+                   "subject": reply_subject(original.subject), "to": [original.reply_to or original.sender]}
+    given = {"to": to, "cc": cc, "bcc": bcc, "subject": subject, "body": body}
+    fields |= {k: v for k, v in given.items() if v is not None}
+    message = _compose(**fields)
+    drafts = Drafts(ctx.store)
+    if draft_id:
+        record = await drafts.update(ctx.user_key, draft_id, message.model_dump())
+        if record is None:
+            raise ToolError(f"draft {draft_id} was sent meanwhile; it can no longer change")
+    else:
+        record = await drafts.create(ctx.user_key, message.model_dump())
+    return (f"Draft {record.id} saved; nothing has been sent. To send it, call email_send with "
+            f"draft_id=\"{record.id}\" (the owner approves first).\n\n{message.preview()}")
+
+
+@TOOLSET.tool(**_SEND)
+async def email_send(
+    ctx: ToolContext,
+    draft_id: str | None = None,
+    to: Addresses = None,
+    cc: Addresses = None,
+    bcc: Addresses = None,
+    subject: str | None = None,
+    body: str | None = None,
+) -> str:
+    """Send an email once the owner approves: a stored draft (draft_id), or a complete new message given
+    here (to, subject, body; cc and bcc optional). The owner sees exactly what will be sent.
+
+    Args:
+        draft_id: The draft to send (from email_draft). Give either this or the message fields.
+        to: Recipient addresses.
+        cc: Copy recipients.
+        bcc: Hidden copy recipients.
+        subject: Subject line.
+        body: The message text (plain text).
+    """
+    client, drafts = _client(ctx), Drafts(ctx.store)
+    message_id = new_message_id(client.settings.from_address)
+    record, message = await _outgoing(ctx, client, message_id, draft_id, to, cc, bcc, subject, body)
+    if record is None:
+        record = await drafts.create(ctx.user_key, message.model_dump())
+    if not await drafts.mark_sent(ctx.user_key, record.id):  # someone else's send got there first
+        raise ToolError(f"draft {record.id} was already sent; it will not be sent again")
+    try:
+        result = await client.send(message.build(ctx.now()))
+    except EmailError as exc:
+        if exc.maybe_sent:
+            raise ToolError(f"{exc} (draft {record.id} is kept as sent so it cannot go out twice)") from None
+        await drafts.unmark_sent(ctx.user_key, record.id)
+        raise ToolError(f"not sent: {exc} (draft {record.id} is kept and can be sent once fixed)") from None
+    lines = [f"Sent \"{message.subject}\" to {', '.join(result.accepted)} (draft {record.id}, "
+             f"Message-ID {result.message_id})."]
+    lines += [f"Refused: {addr}: {why}" for addr, why in result.refused.items()]
+    lines += [f"Copy {result.sent_copy}."] if result.sent_copy else []
+    return "\n".join(lines)
+
+
+async def _outgoing(ctx: ToolContext, client: EmailClient, message_id: str, draft_id: str | None,
+                    to: Addresses, cc: Addresses, bcc: Addresses, subject: str | None,
+                    body: str | None) -> tuple[EmailDraftRecord | None, OutgoingMessage]:
+    """What an email_send call means: its unsent draft, or the inline message (not stored yet, and given
+    `message_id`)."""
+    if draft_id:
+        if any(f is not None for f in (to, cc, bcc, subject, body)):
+            raise ToolError("give either draft_id or the message fields (to, cc, bcc, subject, body), not both")
+        record = await _unsent(ctx, draft_id)
+        return record, OutgoingMessage.model_validate(record.message)
+    if not to and not cc and not bcc:
+        raise ToolError("give draft_id, or a complete message: to, subject and body")
+    return None, _compose(message_id=message_id, from_address=client.settings.from_address,
+                          from_name=client.settings.from_name, to=to or [], cc=cc or [], bcc=bcc or [],
+                          subject=subject, body=body)
+
+
+@email_send.preview
+async def _preview_send(ctx: ToolContext, args: Any) -> Preview:
+    # An inline message gets its Message-ID when it is sent; its arguments are bound by the approval anyway.
+    record, message = await _outgoing(ctx, _client(ctx), "", args.draft_id, args.to, args.cc, args.bcc,
+                                      args.subject, args.body)
+    if record is None:
+        return Preview(text=f"Send this email:\n\n{message.preview()}",
+                       binding={"draft_id": None, "message": message.model_dump(exclude={"message_id"})})
+    return Preview(text=f"Send this email (draft {record.id}):\n\n{message.preview()}",
+                   binding={"draft_id": record.id, "message": record.message})
