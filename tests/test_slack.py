@@ -4,33 +4,26 @@ code end to end, in HTTP mode (signed requests) and Socket Mode (a local websock
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import hmac
 import json
 import logging
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
 
-import aiohttp
 import pytest
 import pytest_asyncio
 
 from gateway.config import SlackConfig
 from gateway.surfaces.base import DeliveryError
 from gateway.surfaces.slack import SlackSurface
-from gateway.surfaces.slack.events import is_turn, to_inbound
-from gateway.surfaces.slack.format import from_mrkdwn, mrkdwn_chunks, to_mrkdwn
 from store.records import Button, Inbound, Origin, Outbound, OutboxItem
 from tests.fixtures.slack import BOT_USER_ID, FakeSlack
+from tests.support.slack_events import (
+    APP_TOKEN, BOT_TOKEN, OWNER, SECRET, STRANGER, dm, event_body, mention, post_event, post_press, post_signed,
+    press_body,
+)
 
-SECRET = "signing-secret"
-BOT_TOKEN = "xoxb-test"
-APP_TOKEN = "xapp-test"
-OWNER = "UOWNER"
-STRANGER = "USTRANGER"
 REFUSAL = "Only the owner can decide this."
 
 
@@ -100,107 +93,10 @@ async def socket_surface(slack_fake: FakeSlack, port: RecordingPort, tmp_path: P
     await surface.stop()
 
 
-def event_body(event: dict[str, Any], event_id: str = "Ev1") -> dict[str, Any]:
-    return {"token": "legacy", "team_id": "T0001", "api_app_id": "A0001", "type": "event_callback",
-            "event_id": event_id, "event_time": int(time.time()), "event": event}
-
-
-def dm(text: str, ts: str = "1710000000.000100", user: str = OWNER, **extra: Any) -> dict[str, Any]:
-    return {"type": "message", "channel": "D0001", "channel_type": "im", "user": user, "text": text, "ts": ts,
-            **extra}
-
-
-def mention(text: str, ts: str = "1710000000.000200", **extra: Any) -> dict[str, Any]:
-    return {"type": "app_mention", "channel": "C0001", "user": OWNER, "text": f"<@{BOT_USER_ID}> {text}", "ts": ts,
-            **extra}
-
-
-def press_body(user: str, action_id: str = "anyy_approve_0", value: str = "ap-1",
-               thread_ts: str | None = "1710000000.000200") -> dict[str, Any]:
-    message = {"type": "message", "ts": "1700000000.000900", "text": "Send it?", "bot_id": "BBOT"}
-    if thread_ts:
-        message["thread_ts"] = thread_ts
-    return {"type": "block_actions", "user": {"id": user}, "team": {"id": "T0001"}, "api_app_id": "A0001",
-            "container": {"type": "message", "channel_id": "C0001", "message_ts": message["ts"]},
-            "channel": {"id": "C0001"}, "message": message, "trigger_id": "1.2.3",
-            "actions": [{"type": "button", "action_id": action_id, "block_id": "b", "value": value,
-                         "action_ts": "1700000001.0"}]}
-
-
-async def post_signed(surface: SlackSurface, body: str, content_type: str, *, secret: str = SECRET,
-                      retry: int | None = None, timestamp: int | None = None) -> aiohttp.ClientResponse:
-    ts = str(timestamp if timestamp is not None else int(time.time()))
-    signature = "v0=" + hmac.new(secret.encode(), f"v0:{ts}:{body}".encode(), hashlib.sha256).hexdigest()
-    headers = {"Content-Type": content_type, "X-Slack-Request-Timestamp": ts, "X-Slack-Signature": signature}
-    if retry is not None:
-        headers.update({"X-Slack-Retry-Num": str(retry), "X-Slack-Retry-Reason": "http_timeout"})
-    async with aiohttp.ClientSession() as session:
-        response = await session.post(f"http://127.0.0.1:{surface.http_port}/slack/events", data=body,
-                                      headers=headers)
-        await response.read()
-        return response
-
-
-async def post_event(surface: SlackSurface, event: dict[str, Any], **kwargs: Any) -> aiohttp.ClientResponse:
-    event_id = kwargs.pop("event_id", "Ev1")
-    return await post_signed(surface, json.dumps(event_body(event, event_id)), "application/json", **kwargs)
-
-
-async def post_press(surface: SlackSurface, body: dict[str, Any]) -> aiohttp.ClientResponse:
-    form = urlencode({"payload": json.dumps(body)})
-    return await post_signed(surface, form, "application/x-www-form-urlencoded")
-
-
 def item(text: str, origin: Origin | None = None, buttons: list[Button] | None = None, item_id: int = 1) -> OutboxItem:
     outbound = Outbound(origin=origin or Origin(surface="slack", chat_id="C0001", thread_id="1710000000.000200"),
                         text=text, buttons=buttons or [])
     return OutboxItem(id=item_id, outbound=outbound, created_at="2024-01-01T00:00:00+00:00")
-
-
-# -- rendering and translation ---------------------------------------------------------------------------
-
-
-def test_markdown_renders_as_mrkdwn() -> None:
-    assert to_mrkdwn("**bold** and *it* and ~~gone~~") == "*bold* and _it_ and ~gone~"
-    assert to_mrkdwn("see [the docs](https://x.org/a?b=1&c=2)") == "see <https://x.org/a?b=1&amp;c=2|the docs>"
-    assert to_mrkdwn("a < b && c > d") == "a &lt; b &amp;&amp; c &gt; d"
-    assert to_mrkdwn("# Title\n- one\n- two") == "*Title*\n• one\n• two"
-    assert to_mrkdwn("`**x** <y>`") == "`**x** &lt;y&gt;`"
-    assert to_mrkdwn("```python\nif a < b: **c**\n```") == "```if a &lt; b: **c**```"
-    assert to_mrkdwn("<https://example.com>") == "<https://example.com>"
-
-
-def test_long_markdown_splits_within_limit_after_escaping() -> None:
-    text = "\n\n".join(f"para {i} " + "&" * 300 for i in range(30))
-    chunks = mrkdwn_chunks(text, 3000)
-    assert len(chunks) > 3 and all(len(c) <= 3000 for c in chunks)
-    assert "".join(chunks).count("&amp;") == 30 * 300
-
-
-def test_incoming_slack_markup_becomes_plain_text() -> None:
-    assert from_mrkdwn("a &lt;b&gt; &amp; <https://x.org|site> <https://y.org> <mailto:a@b.c|a@b.c>") == \
-        "a <b> & site (https://x.org) https://y.org a@b.c"
-
-
-def test_which_events_are_turns() -> None:
-    assert is_turn(dm("hi"), BOT_USER_ID)
-    assert is_turn(mention("hi"), BOT_USER_ID)
-    assert not is_turn(dm("mine", user=BOT_USER_ID), BOT_USER_ID)
-    assert not is_turn(dm("other bot", bot_id="B9"), BOT_USER_ID)
-    assert not is_turn(dm("edited", subtype="message_changed"), BOT_USER_ID)
-    assert not is_turn(dm("gone", subtype="message_deleted"), BOT_USER_ID)
-    assert not is_turn({**dm("chatter"), "channel": "C0001", "channel_type": "channel"}, BOT_USER_ID)
-    assert is_turn(dm("a file", subtype="file_share"), BOT_USER_ID)
-
-
-def test_inbound_translation() -> None:
-    inbound = to_inbound(mention("what's   up?"), BOT_USER_ID, [])
-    assert (inbound.text, inbound.thread_id, inbound.is_group) == ("what's up?", "1710000000.000200", True)
-    threaded = to_inbound(mention("more", ts="1710000000.000300", thread_ts="1710000000.000200"), BOT_USER_ID, [])
-    assert threaded.thread_id == "1710000000.000200"
-    direct = to_inbound(dm("hello"), BOT_USER_ID, [])
-    assert (direct.chat_id, direct.thread_id, direct.is_group, direct.platform_message_id) == \
-        ("D0001", None, False, "1710000000.000100")
 
 
 # -- HTTP mode --------------------------------------------------------------------------------------------
@@ -258,15 +154,17 @@ async def test_http_shared_files_are_downloaded(http_surface: SlackSurface, port
                                                 slack_fake: FakeSlack, tmp_path: Path) -> None:
     report = slack_fake.add_file("../q3 report.pdf", b"%PDF-1.7 numbers", "application/pdf")
     foreign = {**slack_fake.add_file("x.txt", b"x"), "url_private_download": "https://attacker.example/x.txt"}
-    event = dm("summarize this", subtype="file_share", files=[report, foreign])
+    unscoped = slack_fake.add_file("y.png", b"y", "image/png", missing_scope=True)
+    event = dm("summarize this", subtype="file_share", files=[report, foreign, unscoped])
     assert (await post_event(http_surface, event)).status == 200
-    saved, skipped = port.accepted[0].attachments
+    saved, skipped, refused = port.accepted[0].attachments
     assert (saved.name, saved.mime_type, saved.size) == ("q3_report.pdf", "application/pdf", 16)
     assert Path(saved.path).read_bytes() == b"%PDF-1.7 numbers"
     assert Path(saved.path).is_relative_to(tmp_path / "attachments" / "slack" / "D0001")
-    assert (skipped.name, skipped.path) == ("x.txt", "")
+    assert (skipped.name, skipped.path, refused.name, refused.path) == ("x.txt", "", "y.png", "")
     downloads = slack_fake.calls.items(lambda c: c.method == "files.download")
-    assert [(c.args["file_id"], c.token) for c in downloads] == [(report["id"], BOT_TOKEN)]
+    assert [(c.args["file_id"], c.token) for c in downloads] == [(report["id"], BOT_TOKEN),
+                                                                  (unscoped["id"], BOT_TOKEN)]
 
 
 async def test_http_rejects_bad_signature_and_stale_timestamp(http_surface: SlackSurface,
@@ -337,7 +235,7 @@ async def test_socket_silent_connection_is_replaced(slack_fake: FakeSlack, port:
     surface = SlackSurface(slack_config(slack_fake, socket_stale_s=stale_s), BOT_TOKEN, APP_TOKEN, None, tmp_path)
     await surface.start(port)
     try:
-        first = slack_fake.go_silent()
+        first = await slack_fake.go_silent()
         started = time.monotonic()
         second = (await slack_fake.connections.wait(lambda n: n != first, timeout=3 * stale_s))[0]
         assert time.monotonic() - started < 2 * stale_s
@@ -410,6 +308,16 @@ async def test_retry_resumes_a_split_reply(http_surface: SlackSurface, slack_fak
     assert failed.value.transient
     await http_surface.deliver(item(text), None)
     assert [p["text"][0] for p in slack_fake.posted()] == ["a", "b", "c"]
+
+
+async def test_delivery_works_after_stop(slack_fake: FakeSlack, port: RecordingPort, tmp_path: Path) -> None:
+    # The gateway stops receiving first, then flushes its outbox through the stopped surfaces.
+    surface = SlackSurface(slack_config(slack_fake, mode="http", port=0), BOT_TOKEN, None, SECRET, tmp_path)
+    await surface.start(port)
+    await surface.stop()
+    assert (surface.status(), surface.http_port) == ("down", None)
+    assert await surface.deliver(item("last words"), None)
+    assert [p["text"] for p in slack_fake.posted()] == ["last words"]
 
 
 async def test_delivery_error_kinds(http_surface: SlackSurface, slack_fake: FakeSlack) -> None:

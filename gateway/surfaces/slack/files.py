@@ -26,32 +26,34 @@ MAX_BYTES = 20 * 1024 * 1024
 class FileFetcher:
     """Downloads a message's files to `root/<channel>/<ts>-<name>`."""
 
-    def __init__(self, session: aiohttp.ClientSession, token: str, api_base_url: str, root: Path) -> None:
-        self._session = session
+    def __init__(self, token: str, api_base_url: str, root: Path) -> None:
         self._token = token
         self._api_host = urlsplit(api_base_url).hostname or ""
         self._root = root
 
     async def attachments(self, event: dict[str, Any]) -> list[Attachment]:
         """The event's files as attachments, each downloaded when it can be."""
+        files = [f for f in event.get("files") or [] if f.get("mode") != "tombstone"]  # tombstone: deleted
+        if not files:
+            return []
         found = []
-        for index, file in enumerate(event.get("files") or []):
-            if file.get("mode") == "tombstone":  # deleted before we saw it
-                continue
-            name = safe_name(str(file.get("name") or file.get("title") or file.get("id") or "file"))
-            described = Attachment(name=name, mime_type=str(file.get("mimetype") or "application/octet-stream"),
-                                   size=int(file.get("size") or 0))
-            path = self._root / str(event["channel"]) / f"{event['ts']}-{index}-{name}"
-            found.append(await self._download(file, described, path))
+        async with aiohttp.ClientSession() as session:
+            for index, file in enumerate(files):
+                name = safe_name(str(file.get("name") or file.get("title") or file.get("id") or "file"))
+                described = Attachment(name=name, mime_type=str(file.get("mimetype") or "application/octet-stream"),
+                                       size=int(file.get("size") or 0))
+                path = self._root / str(event["channel"]) / f"{event['ts']}-{index}-{name}"
+                found.append(await self._download(session, file, described, path))
         return found
 
-    async def _download(self, file: dict[str, Any], described: Attachment, path: Path) -> Attachment:
+    async def _download(self, session: aiohttp.ClientSession, file: dict[str, Any], described: Attachment,
+                        path: Path) -> Attachment:
         url = str(file.get("url_private_download") or file.get("url_private") or "")
         host = urlsplit(url).hostname or ""
         if not url or described.size > MAX_BYTES or not (host == self._api_host or host.endswith(f".{self._api_host}")):
             log.warning("slack_file_skipped file=%s size=%d host=%s", file.get("id"), described.size, host)
             return described
-        async with self._session.get(url, headers={"Authorization": f"Bearer {self._token}"}) as response:
+        async with session.get(url, headers={"Authorization": f"Bearer {self._token}"}) as response:
             if 400 <= response.status < 500:
                 log.warning("slack_file_unavailable file=%s status=%d", file.get("id"), response.status)
                 return described

@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 
 TEXT_LIMIT = 3900  # Slack advises at most 4,000 characters per message text
 PROGRESS_REACTION = "hourglass_flowing_sand"
+_PRESS_GRACE_S = 5.0
 _TRANSIENT_ERRORS = {"ratelimited", "internal_error", "fatal_error", "service_unavailable", "request_timeout"}
 
 
@@ -54,7 +55,6 @@ class SlackSurface(Surface):
         self._attachments_dir = data_dir / "attachments" / SURFACE
         self._files: FileFetcher | None = None
         self._state = "down"
-        self._session: aiohttp.ClientSession | None = None
         self._client: AsyncWebClient | None = None
         self._gateway: GatewayPort | None = None
         self._bot_user_id = ""
@@ -75,17 +75,26 @@ class SlackSurface(Surface):
 
     async def start(self, gateway: GatewayPort) -> None:
         self._state = "starting"
+        try:
+            await self._start(gateway)
+        except BaseException:
+            self._state = "down"
+            raise
+        self._state = "up"
+        log.info("slack_started mode=%s bot_user=%s", self.cfg.mode, self._bot_user_id)
+
+    async def _start(self, gateway: GatewayPort) -> None:
         if self.cfg.mode == "socket" and not self._app_token:
             raise RuntimeError(f"slack: Socket Mode needs an app-level token in ${self.cfg.app_token_env}")
         if self.cfg.mode == "http" and not self._signing_secret:
             raise RuntimeError(f"slack: HTTP mode needs the signing secret in ${self.cfg.signing_secret_env}")
         self._gateway = gateway
-        self._session = aiohttp.ClientSession()
-        # No retry handlers: the outbox dispatcher is the one place that decides about retrying.
-        self._client = AsyncWebClient(token=self._bot_token, base_url=self.cfg.base_url, session=self._session,
-                                      retry_handlers=[], logger=log)
+        # No retry handlers: the outbox dispatcher is the one place that decides about retrying. No shared
+        # HTTP session either (one per call): nothing to close, so deliveries still work after stop().
+        self._client = AsyncWebClient(token=self._bot_token, base_url=self.cfg.base_url, retry_handlers=[],
+                                      logger=log)
         self._bot_user_id = await self._who_am_i(self._client)
-        self._files = FileFetcher(self._session, self._bot_token, self.cfg.base_url, self._attachments_dir)
+        self._files = FileFetcher(self._bot_token, self.cfg.base_url, self._attachments_dir)
         app = AsyncApp(client=self._client, signing_secret=self._signing_secret or "", process_before_response=True,
                        logger=logging.getLogger(f"{__name__}.bolt"))
         app.event("message")(self._on_event)
@@ -97,8 +106,6 @@ class SlackSurface(Surface):
         else:
             self._http = HttpReceiver(app, self.cfg.listen, self.cfg.port)
             await self._http.start()
-        self._state = "up"
-        log.info("slack_started mode=%s bot_user=%s", self.cfg.mode, self._bot_user_id)
 
     async def stop(self) -> None:
         self._state = "down"
@@ -108,14 +115,12 @@ class SlackSurface(Surface):
         if self._http is not None:
             await self._http.stop()
             self._http = None
-        for task in list(self._presses):
-            task.cancel()
-        await asyncio.gather(*self._presses, return_exceptions=True)
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
-        self._client = None
-        self._files = None
+        if self._presses:  # a decision being made finishes; one stuck past the grace period is cut off
+            _, stuck = await asyncio.wait(set(self._presses), timeout=_PRESS_GRACE_S)
+            for task in stuck:
+                task.cancel()
+            await asyncio.gather(*stuck, return_exceptions=True)
+        log.info("slack_stopped")
 
     def status(self) -> str:
         if self._state == "up" and self._socket is not None and not self._socket.connected:
