@@ -17,6 +17,8 @@ def test_markdown_renders_as_mrkdwn() -> None:
     assert to_mrkdwn("`**x** <y>`") == "`**x** &lt;y&gt;`"
     assert to_mrkdwn("```python\nif a < b: **c**\n```") == "```if a &lt; b: **c**```"
     assert to_mrkdwn("<https://example.com>") == "<https://example.com>"
+    assert to_mrkdwn("> quoted\nnot > quoted") == "> quoted\nnot &gt; quoted"
+    assert to_mrkdwn("ping <!channel> <@U1>") == "ping &lt;!channel&gt; &lt;@U1&gt;"  # the model cannot ping
 
 
 def test_long_markdown_splits_within_limit_after_escaping() -> None:
