@@ -73,8 +73,11 @@ async def connector_checks(config: Config) -> list[tuple[str, str, str]]:
     for name, client in connectors(config).items():
         try:
             if name == "email":
-                status = await client.status()
-                lines.append(("✓", "email", f"{config.email.username}: {status}"))  # type: ignore[union-attr]
+                st = await client.status()
+                if not st.reachable:
+                    lines.append(("✗", "email", f"IMAP: {st.imap}; SMTP: {st.smtp}"))
+                else:
+                    lines.append(("✓", "email", f"{st.account}: {st.messages} messages, {st.unseen} unseen; SMTP {st.smtp}"))
             else:
                 cals = await client.calendars()
                 lines.append(("✓", "calendar", f"{len(cals)} calendar(s): {', '.join(c.name for c in cals)[:120]}"))
