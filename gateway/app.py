@@ -103,20 +103,20 @@ class Gateway:
         if self._stopped:
             return
         self._stopped = True
+        self.runtime.accepting = False
+        scheduler = self.services.get("automations")
+        if scheduler is not None and self.resident:
+            await scheduler.shutdown()
+        try:  # running turns finish, then the executions and follow-up turns they started
+            await asyncio.wait_for(self._settle(), timeout=30)
+        except asyncio.TimeoutError:
+            log.warning("shutdown_with_turns_running")  # their inbounds stay pending and re-run at start
+        await self.outbox.stop()  # flush while the surfaces can still deliver
         for surface in self.surfaces:
             try:
                 await surface.stop()
             except Exception:
                 log.exception("surface_stop_failed surface=%s", surface.name)
-        scheduler = self.services.get("automations")
-        if scheduler is not None and self.resident:
-            await scheduler.shutdown()
-        try:
-            await asyncio.wait_for(self.runtime.wait_idle(), timeout=30)
-        except asyncio.TimeoutError:
-            log.warning("shutdown_with_turns_running")  # their inbounds stay pending and re-run at start
-        await self.approvals.drain()
-        await self.outbox.stop()
         for task in self._background:
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
@@ -127,13 +127,20 @@ class Gateway:
             await self.model.aclose()
         await self.store.close()
 
-    async def idle(self) -> None:
-        """Wait until no turn, approval execution or deliverable message is outstanding."""
+    async def _settle(self) -> None:
+        """Wait until no turn or approval execution is running (each may start the other)."""
         while True:
             await self.runtime.wait_idle()
             await self.approvals.drain()
+            if self.runtime.idle and self.approvals.idle:
+                return
+
+    async def idle(self) -> None:
+        """Wait until no turn, approval execution or deliverable message is outstanding."""
+        while True:
+            await self._settle()
             await self.outbox.wait_idle()
-            if not self.runtime._tasks and not self.approvals._tasks:
+            if self.runtime.idle and self.approvals.idle:
                 return
 
     # -- GatewayPort ------------------------------------------------------------------------------

@@ -127,6 +127,10 @@ class ApprovalService:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    @property
+    def idle(self) -> bool:
+        return not self._tasks
+
     async def drain(self) -> None:
         """Wait for executions started by decisions (used at shutdown and by tests)."""
         while self._tasks:

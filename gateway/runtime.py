@@ -58,6 +58,7 @@ class Runtime:
         self._tasks: set[asyncio.Task[None]] = set()
         self._tool_toolset = {t.name: ts.name for ts in toolsets for t in ts.tools}
         self._schemas: dict[str, ToolSchema] = {}
+        self.accepting = True
 
     # -- entry points -----------------------------------------------------------------------------
 
@@ -70,11 +71,18 @@ class Runtime:
         return True
 
     def submit(self, queue_id: int, inbound: Inbound) -> None:
-        self._spawn(self._handle(queue_id, inbound))
+        # While shutting down, an inbound is still recorded (the surface may acknowledge it) but its
+        # turn is left pending for the next start instead of racing the store closing.
+        if self.accepting:
+            self._spawn(self._handle(queue_id, inbound))
 
     def resume(self, session_id: str, event: str, dedupe: str) -> None:
         """Add an event (e.g. an approval outcome) to a session and let the model follow up once."""
         self._spawn(self._follow_up(session_id, event, dedupe))
+
+    @property
+    def idle(self) -> bool:
+        return not self._tasks
 
     async def wait_idle(self) -> None:
         """Wait until every queued turn has finished (tests, shutdown)."""
@@ -230,6 +238,7 @@ class Runtime:
 def _with_attachments(inbound: Inbound) -> str:
     if not inbound.attachments:
         return inbound.text
-    lines = [f"- {a.name} ({a.mime_type}, {a.size} bytes) saved at {a.path}" for a in inbound.attachments]
+    lines = [f"- {a.name} ({a.mime_type}, {a.size} bytes) " + (f"saved at {a.path}" if a.path else "not downloaded")
+             for a in inbound.attachments]
     return (inbound.text + "\n\n" if inbound.text else "") + "[attachments]\n" + "\n".join(lines)
 
