@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from toolsets import automation
 from toolsets import calendar
 from toolsets import email
 from toolsets import clarify, memory, messaging, sessions, tasks
@@ -11,6 +12,7 @@ TOOLSETS: list[Toolset] = [
     sessions.TOOLSET,
     memory.TOOLSET,
     tasks.TOOLSET,
+    automation.TOOLSET,
     messaging.TOOLSET,
     clarify.TOOLSET,
     calendar.TOOLSET,

@@ -1,0 +1,169 @@
+"""The automation toolset: reminders and scheduled prompts, as the model sees them.
+
+The tools reach the gateway's automation service through `ctx.service("automations")` and act only
+for `ctx.user_key`, delivering to `ctx.origin`. Only reminder and prompt actions exist here: script
+jobs are never exposed to the model.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+from zoneinfo import ZoneInfo
+
+from pydantic import BaseModel, create_model, model_validator
+
+from store.records import AutomationRecord, AutomationRun, Origin, parse_iso
+from toolsets.base import ExecutionPolicy, Risk, Tool, ToolContext, ToolError, Toolset
+from toolsets.schedule import (
+    LEGACY_FIELDS, ActionModel, ActionSpec, AutomationError, ScheduleModel, ScheduleSpec, legacy_error,
+    parse_schedule,
+)
+
+TOOLSET = Toolset(
+    "automation",
+    "Reminders and scheduled automations: create, list, change, delete, run now, see past runs.",
+    keywords=(
+        r"\bremind(?:er|ers)?\b", r"\bschedul(?:e|ed|ing)\b", r"\bautomations?\b", r"\balarm\b", r"\bcron\b",
+        r"\bevery\s+(?:day|morning|evening|night|week|weekday|month|hour|monday|tuesday|wednesday|thursday"
+        r"|friday|saturday|sunday|\d+\s*(?:m|min|mins|minutes?|h|hours?|d|days?))\b",
+        r"\beach\s+(?:morning|evening|day|week|month)\b", r"\bdaily\b", r"\bweekly\b",
+        r"\bat\s+\d{1,2}(?::\d{2})?\s*(?:am|pm)?\b", r"\bin\s+\d+\s*(?:s|sec|seconds?|m|min|mins|minutes?|h|hours?)\b",
+        r"\btomorrow\s+at\b", r"\bwake\s+me\b",
+        "提醒", "每天", "每周", "每月", "每小时", "定时", "闹钟", "分钟后", "小时后", r"明天.{0,4}点", "自动化",
+    ),
+    requires="automations",
+)
+
+
+class AutomationsAPI(Protocol):
+    """What these tools need from the gateway's automation service."""
+
+    async def list(self, user_key: str) -> list[AutomationRecord]: ...
+    async def create(self, user_key: str, origin: Origin, name: str, schedule: ScheduleModel,
+                     action: ActionModel) -> AutomationRecord: ...
+    async def update(self, user_key: str, automation_id: str, *, name: str | None = None,
+                     schedule: ScheduleModel | None = None, action: ActionModel | None = None,
+                     enabled: bool | None = None) -> AutomationRecord: ...
+    async def delete(self, user_key: str, automation_id: str) -> AutomationRecord: ...
+    async def run_now(self, user_key: str, automation_id: str) -> AutomationRun: ...
+    async def history(self, user_key: str, automation_id: str, limit: int = 10) -> list[AutomationRun]: ...
+
+
+def _service(ctx: ToolContext) -> AutomationsAPI:
+    service = ctx.service("automations")
+    if service is None:
+        raise ToolError("automations are not available in this runtime")
+    return service
+
+
+def _local(stamp: str | None, tz: ZoneInfo) -> str | None:
+    return parse_iso(stamp).astimezone(tz).isoformat(timespec="seconds") if stamp else None
+
+
+def _view(rec: AutomationRecord, default_tz: ZoneInfo) -> dict[str, Any]:
+    tz = parse_schedule(rec.schedule).zone(default_tz)
+    return {"id": rec.id, "name": rec.name, "schedule": rec.schedule, "action": rec.action, "enabled": rec.enabled,
+            "next_run": _local(rec.next_run_at, tz), "last_run": _local(rec.last_run_at, tz)}
+
+
+class _RejectLegacy(BaseModel):
+    @model_validator(mode="before")
+    @classmethod
+    def _no_legacy_fields(cls, data: Any) -> Any:
+        legacy = [f for f in LEGACY_FIELDS if isinstance(data, dict) and f in data]
+        if legacy:
+            raise legacy_error(legacy)
+        return data
+
+
+def _rejects_legacy(tool: Tool) -> Tool:
+    """Give the tool's arguments a clear error for top-level when/every/cron/recurring (older tools took
+    them beside or instead of `schedule`), instead of a bare "extra inputs are not permitted"."""
+    tool.args_model = create_model(tool.args_model.__name__, __base__=(tool.args_model, _RejectLegacy))
+    return tool
+
+
+async def _guard(call: Any) -> Any:
+    try:
+        return await call
+    except AutomationError as exc:
+        raise ToolError(str(exc)) from None
+
+
+@TOOLSET.tool()
+async def automation_list(ctx: ToolContext) -> list[dict[str, Any]]:
+    """List the user's reminders and automations with their next run in local time (soonest first)."""
+    return [_view(r, ctx.tz) for r in await _service(ctx).list(ctx.user_key)]
+
+
+@_rejects_legacy
+@TOOLSET.tool(risk=Risk.RUNTIME_LOW, execution=ExecutionPolicy.AUDIT)
+async def automation_create(ctx: ToolContext, name: str, schedule: ScheduleSpec, action: ActionSpec) -> dict[str, Any]:
+    """Create a reminder or a scheduled automation that delivers to the current chat.
+
+    Args:
+        name: a short label, e.g. "call mum".
+        schedule: when it fires, one of {"type": "once", "at": "2026-12-01T09:00:00"},
+            {"type": "every", "mode": "interval", "interval": "30m"} or
+            {"type": "every", "mode": "cron", "cron": "0 9 * * 1-5"}, with an optional "timezone"
+            (IANA name; default the user's zone). Times are local wall-clock times.
+        action: what it does, {"kind": "reminder", "text": "..."} sends the text as it is;
+            {"kind": "prompt", "prompt": "..."} runs the prompt as a model turn and sends the reply.
+    """
+    rec = await _guard(_service(ctx).create(ctx.user_key, ctx.origin, name, schedule.root, action.root))
+    return _view(rec, ctx.tz)
+
+
+@_rejects_legacy
+@TOOLSET.tool(risk=Risk.RUNTIME_LOW, execution=ExecutionPolicy.AUDIT)
+async def automation_update(ctx: ToolContext, id: str, name: str | None = None, schedule: ScheduleSpec | None = None,
+                            action: ActionSpec | None = None, enabled: bool | None = None) -> dict[str, Any]:
+    """Change an automation; only the fields given change. A new schedule plans the next run from now.
+
+    Args:
+        id: the automation id from automation_list.
+        name: a new label.
+        schedule: a new schedule object (same forms as automation_create).
+        action: a new action object (same forms as automation_create).
+        enabled: false pauses it, true resumes it.
+    """
+    rec = await _guard(_service(ctx).update(
+        ctx.user_key, id, name=name, schedule=schedule.root if schedule else None,
+        action=action.root if action else None, enabled=enabled))
+    return _view(rec, ctx.tz)
+
+
+@TOOLSET.tool(risk=Risk.RUNTIME_LOW, execution=ExecutionPolicy.AUDIT)
+async def automation_delete(ctx: ToolContext, id: str) -> str:
+    """Delete an automation and its run history.
+
+    Args:
+        id: the automation id from automation_list.
+    """
+    rec = await _guard(_service(ctx).delete(ctx.user_key, id))
+    return f"deleted {rec.id} ({rec.name})"
+
+
+@TOOLSET.tool(risk=Risk.RUNTIME_LOW)
+async def automation_run(ctx: ToolContext, id: str) -> dict[str, Any]:
+    """Run an automation once now, outside its schedule (which stays as it is), and report the result.
+
+    Args:
+        id: the automation id from automation_list.
+    """
+    run = await _guard(_service(ctx).run_now(ctx.user_key, id))
+    return {"run": run.id, "status": run.status, "output": run.output}
+
+
+@TOOLSET.tool()
+async def automation_history(ctx: ToolContext, id: str, limit: int = 10) -> list[dict[str, Any]]:
+    """The most recent runs of an automation, newest first.
+
+    Args:
+        id: the automation id from automation_list.
+        limit: how many runs, 1 to 50.
+    """
+    runs = await _guard(_service(ctx).history(ctx.user_key, id, max(1, min(limit, 50))))
+    return [{"scheduled_for": _local(r.scheduled_for, ctx.tz), "status": r.status, "late": r.late,
+             "output": r.output} for r in runs]
+
