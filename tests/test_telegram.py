@@ -1,6 +1,6 @@
-"""The Telegram surface against the fake Bot API (tests/fixtures/telegram.py), with python-telegram-bot's
-real code in between. The gateway side is a small recording implementation of the `GatewayPort` contract
-(durable receive with a dedupe key, press returning a text for the presser)."""
+"""The Telegram surface receiving, with buttons and typing, against the fake Bot API
+(tests/fixtures/telegram.py) with python-telegram-bot's real code in between; the gateway side is the
+recording port of tests/support/telegram_port.py."""
 
 from __future__ import annotations
 
@@ -12,74 +12,10 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from gateway.surfaces.base import DeliveryError
 from gateway.surfaces.telegram import TelegramSurface
-from store.records import Button, Inbound, Origin, Outbound, OutboxItem
+from store.records import Button, Inbound
 from tests.support.telegram_api import GROUP_ID, OWNER_ID, FakeBot
-
-OWNER = Origin(surface="telegram", chat_id=str(OWNER_ID))
-
-
-class RecordingPort:
-    """The GatewayPort contract, recorded. Dedupes by key like the gateway; can hold or fail receive."""
-
-    def __init__(self) -> None:
-        self.inbounds: list[Inbound] = []
-        self.duplicates: list[str | None] = []
-        self.presses: list[tuple[str, str, str, str, Origin]] = []
-        self.press_reply = "Approved: it runs now."
-        self.hold: asyncio.Event | None = None  # receive waits for it, like a slow store
-        self.entered = asyncio.Event()
-        self.failures = 0  # receive raises this many times first, like a broken store
-        self._seen: set[str | None] = set()
-        self._changed = asyncio.Condition()
-
-    async def receive(self, inbound: Inbound, dedupe_key: str | None = None) -> bool:
-        self.entered.set()
-        if self.hold is not None:
-            await self.hold.wait()
-        if self.failures:
-            self.failures -= 1
-            raise RuntimeError("store unavailable")
-        async with self._changed:
-            duplicate = dedupe_key in self._seen
-            (self.duplicates.append(dedupe_key) if duplicate else self.inbounds.append(inbound))
-            self._seen.add(dedupe_key)
-            self._changed.notify_all()
-        return not duplicate
-
-    async def press(self, surface: str, user_id: str, action: str, value: str, origin: Origin) -> str:
-        async with self._changed:
-            self.presses.append((surface, user_id, action, value, origin))
-            self._changed.notify_all()
-        return self.press_reply
-
-    async def wait(self, check: Callable[[], bool], timeout: float = 5.0) -> None:
-        async with self._changed:
-            await asyncio.wait_for(self._changed.wait_for(check), timeout)
-
-
-@contextlib.asynccontextmanager
-async def running(tg: FakeBot, data_dir: Path, gateway: RecordingPort | None = None,
-                  **cfg: object) -> AsyncIterator[tuple[TelegramSurface, RecordingPort]]:
-    """A started surface and its port; `cfg` overrides TelegramConfig fields."""
-    surface = TelegramSurface(tg.config(**cfg), tg.token, data_dir)
-    gateway = gateway or RecordingPort()
-    await surface.start(gateway)
-    try:
-        yield surface, gateway
-    finally:
-        await surface.stop()
-
-
-def item(text: str, *, buttons: list[Button] | None = None, origin: Origin = OWNER, item_id: int = 1,
-         edit_of: int | None = None) -> OutboxItem:
-    outbound = Outbound(origin=origin, text=text, buttons=buttons or [], edit_of_outbox_id=edit_of)
-    return OutboxItem(id=item_id, outbound=outbound, created_at="2026-01-01T00:00:00+00:00")
-
-
-APPROVAL = [Button(label="Approve", action="approve", value="ap_7f3k"),
-            Button(label="Deny", action="deny", value="ap_7f3k")]
+from tests.support.telegram_port import APPROVAL, OWNER, RecordingPort, item, running
 
 
 # -- receiving --------------------------------------------------------------------------------------
@@ -99,6 +35,9 @@ async def test_message_reaches_gateway_as_inbound(tg: FakeBot, tmp_path: Path) -
         # polling must not throw away what arrived while the bot was down
         assert all(not c.params.get("drop_pending_updates") for c in tg.sent("deleteWebhook"))
     assert surface.status() == "down"
+    # stopping interrupts the long poll and still confirms what was handled, in one more getUpdates
+    assert tg.sent("getUpdates")[-1].params == {"timeout": 0, "offset": update["update_id"] + 1,
+                                                "allowed_updates": ["message", "callback_query"]}
 
 
 async def test_group_needs_a_mention_or_a_reply(tg: FakeBot, tmp_path: Path) -> None:
@@ -282,93 +221,6 @@ async def test_clarify_option_is_read_from_the_keyboard(tg: FakeBot, tmp_path: P
         await tg.wait_calls("answerCallbackQuery", 2)
         assert [(p[2], p[3]) for p in port.presses] == [("clarify", "Wednesday 15:30")]
         assert tg.sent("answerCallbackQuery")[1].params["text"] == "This button is no longer active."
-
-
-async def test_edit_without_buttons_removes_them(tg: FakeBot, tmp_path: Path) -> None:
-    async with running(tg, tmp_path) as (surface, _):
-        prompt = await surface.deliver(item("Send the email?", buttons=APPROVAL), None)
-        edited = await surface.deliver(item("Send the email? **Approved** by owner.", item_id=2, edit_of=1), prompt)
-        assert edited == prompt
-        shown = tg.shown(OWNER_ID, int(prompt or 0))
-        assert shown["text"] == "Send the email? Approved by owner."
-        assert "reply_markup" not in shown
-        # the same edit again (a retried delivery) is not an error
-        assert await surface.deliver(item("Send the email? **Approved** by owner.", item_id=2, edit_of=1),
-                                     prompt) == prompt
-
-
-async def test_button_value_too_long_for_telegram_is_a_permanent_failure(tg: FakeBot, tmp_path: Path) -> None:
-    async with running(tg, tmp_path) as (surface, _):
-        buttons = [Button(label="Approve", action="approve", value="x" * 80)]
-        with pytest.raises(DeliveryError) as failure:
-            await surface.deliver(item("Approve?", buttons=buttons), None)
-        assert failure.value.transient is False
-        assert tg.sent("sendMessage") == []
-
-
-# -- sending ----------------------------------------------------------------------------------------
-
-
-async def test_markdown_is_rendered_as_telegram_html(tg: FakeBot, tmp_path: Path) -> None:
-    async with running(tg, tmp_path) as (surface, _):
-        message_id = await surface.deliver(item("**Total:** 3 < 5 & `a<b` [docs](https://x.org/?a=1&b=2)"), None)
-        call = tg.sent("sendMessage")[0].params
-        assert call["parse_mode"] == "HTML"
-        assert call["text"] == ('<b>Total:</b> 3 &lt; 5 &amp; <code>a&lt;b</code> '
-                                '<a href="https://x.org/?a=1&amp;b=2">docs</a>')
-        assert tg.shown(OWNER_ID, int(message_id or 0))["text"] == "Total: 3 < 5 & a<b docs"
-
-
-async def test_long_reply_is_split_with_buttons_on_the_last_part(tg: FakeBot, tmp_path: Path) -> None:
-    paragraphs = [f"Paragraph {n}: " + "word " * 150 for n in range(20)]  # ~15 000 characters
-    async with running(tg, tmp_path) as (surface, _):
-        last = await surface.deliver(item("\n\n".join(paragraphs), buttons=APPROVAL), None)
-        sent = tg.sent("sendMessage")
-        assert len(sent) == 4
-        texts = [tg.shown(OWNER_ID, int(m))["text"] for m in sorted(k[1] for k in tg.messages if k[0] == OWNER_ID)]
-        assert all(len(t) <= 4096 for t in texts)
-        assert " ".join(" ".join(texts).split()) == " ".join(" ".join(paragraphs).split())
-        assert [("reply_markup" in c.params) for c in sent] == [False, False, False, True]
-        assert last == str(max(k[1] for k in tg.messages if k[0] == OWNER_ID))
-
-
-async def test_flood_control_is_a_transient_failure_then_delivers_once(tg: FakeBot, tmp_path: Path) -> None:
-    async with running(tg, tmp_path) as (surface, _):
-        tg.fail("sendMessage", status=429, retry_after=7)
-        with pytest.raises(DeliveryError) as failure:
-            await surface.deliver(item("hello"), None)
-        assert (failure.value.transient, failure.value.retry_after) == (True, 7.0)
-        assert await surface.deliver(item("hello"), None)  # the dispatcher's retry
-        assert [c.params["text"] for c in tg.sent("sendMessage")] == ["hello"]
-
-
-async def test_retry_of_a_split_message_sends_only_the_rest(tg: FakeBot, tmp_path: Path) -> None:
-    text = "\n\n".join(f"Part {n} " + "x " * 2000 for n in range(3))
-    async with running(tg, tmp_path) as (surface, _):
-        tg.fail("sendMessage", after=1, status=502, description="Bad Gateway")
-        with pytest.raises(DeliveryError) as failure:
-            await surface.deliver(item(text), None)
-        assert failure.value.transient
-        await surface.deliver(item(text), None)
-        starts = [c.params["text"][:6] for c in tg.sent("sendMessage")]
-        assert starts == ["Part 0", "Part 1", "Part 2"]
-
-
-async def test_rejected_formatting_falls_back_to_plain_text(tg: FakeBot, tmp_path: Path) -> None:
-    async with running(tg, tmp_path) as (surface, _):
-        tg.fail("sendMessage", status=400)  # "can't parse entities"
-        message_id = await surface.deliver(item("**bold** claim"), None)
-        calls = tg.sent("sendMessage", ok=False)
-        assert [(c.ok, c.params.get("parse_mode")) for c in calls] == [(False, "HTML"), (True, None)]
-        assert tg.shown(OWNER_ID, int(message_id or 0))["text"] == "**bold** claim"
-
-
-async def test_other_bad_request_is_permanent(tg: FakeBot, tmp_path: Path) -> None:
-    async with running(tg, tmp_path) as (surface, _):
-        tg.fail("sendMessage", status=400, description="Bad Request: chat not found")
-        with pytest.raises(DeliveryError) as failure:
-            await surface.deliver(item("hello"), None)
-        assert failure.value.transient is False
 
 
 # -- typing -----------------------------------------------------------------------------------------

@@ -5,7 +5,6 @@ Telegram so a rendering mistake fails a test. The server and its fixtures are in
 
 from __future__ import annotations
 
-import html
 import re
 import time
 from html.parser import HTMLParser
@@ -55,9 +54,8 @@ def message(message_id: int, chat_json: dict[str, Any], from_json: dict[str, Any
         body["text"] = text
         if found := entities(text):
             body["entities"] = found
-    if extra.get("caption"):
-        if found := entities(extra["caption"]):
-            body["caption_entities"] = found
+    if extra.get("caption") and (found := entities(extra["caption"])):
+        body["caption_entities"] = found
     body.update({k: v for k, v in extra.items() if v is not None})
     return body
 
@@ -79,7 +77,8 @@ def visible_text(text: str) -> str:
     checker.feed(text)
     checker.close()
     if checker.stack:
-        raise ParseError(f"Bad Request: can't parse entities: can't find end tag corresponding to <{checker.stack[-1]}>")
+        raise ParseError("Bad Request: can't parse entities: can't find end tag corresponding to "
+                         f"<{checker.stack[-1]}>")
     return "".join(checker.text)
 
 
@@ -103,7 +102,3 @@ class _Checker(HTMLParser):
 
     def handle_data(self, data: str) -> None:
         self.text.append(data)
-
-
-def escape(text: str) -> str:
-    return html.escape(text, quote=False)

@@ -21,14 +21,15 @@ _CODE_SPAN = re.compile(r"`([^`\n]+)`")
 _LINK = re.compile(r"\[([^\]\n]+)\]\(([^)\s]+)\)")
 _LINK_SCHEMES = ("http://", "https://", "tg://", "mailto:")
 _PLACEHOLDER = re.compile("\x00(\\d+)\x00")
-# Emphasis, applied in this order so `**` is taken before `*`; single `_` only at word edges, so
-# snake_case identifiers stay as they are.
+# Emphasis, applied in this order so `***` is taken before `**` and `**` before `*`; single `_` only at
+# word edges, so snake_case identifiers stay as they are.
 _EMPHASIS = (
-    (re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*"), "b"),
-    (re.compile(r"__(?=\S)(.+?)(?<=\S)__"), "b"),
-    (re.compile(r"(?<![*\w])\*(?=[^\s*])(.+?)(?<=[^\s*])\*(?![*\w])"), "i"),
-    (re.compile(r"(?<![_\w])_(?=[^\s_])(.+?)(?<=[^\s_])_(?![_\w])"), "i"),
-    (re.compile(r"~~(?=\S)(.+?)(?<=\S)~~"), "s"),
+    (re.compile(r"\*\*\*(?=\S)(.+?)(?<=\S)\*\*\*"), r"<b><i>\1</i></b>"),
+    (re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*"), r"<b>\1</b>"),
+    (re.compile(r"__(?=\S)(.+?)(?<=\S)__"), r"<b>\1</b>"),
+    (re.compile(r"(?<![*\w])\*(?=[^\s*])(.+?)(?<=[^\s*])\*(?![*\w])"), r"<i>\1</i>"),
+    (re.compile(r"(?<![_\w])_(?=[^\s_])(.+?)(?<=[^\s_])_(?![_\w])"), r"<i>\1</i>"),
+    (re.compile(r"~~(?=\S)(.+?)(?<=\S)~~"), r"<s>\1</s>"),
 )
 
 
@@ -102,6 +103,6 @@ def _inline(text: str) -> str:
 
 
 def _emphasis(escaped: str) -> str:
-    for pattern, tag in _EMPHASIS:
-        escaped = pattern.sub(rf"<{tag}>\1</{tag}>", escaped)
+    for pattern, replacement in _EMPHASIS:
+        escaped = pattern.sub(replacement, escaped)
     return escaped

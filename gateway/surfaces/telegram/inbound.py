@@ -33,7 +33,7 @@ def addressed_text(message: Message, bot: User) -> str | None:
     if message.chat.type not in _GROUPS or not bot.username:
         return None
     handle = f"@{bot.username}".lower()
-    kinds = [MessageEntity.MENTION, MessageEntity.BOT_COMMAND]
+    kinds: list[str | None] = [MessageEntity.MENTION, MessageEntity.BOT_COMMAND]
     spans = {**message.parse_entities(kinds), **message.parse_caption_entities(kinds)}
     mentioned = any(span.lower().endswith(handle) for span in spans.values())  # @name or /cmd@name
     if not (mentioned or _replies_to(message, bot.id)):

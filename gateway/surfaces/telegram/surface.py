@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from urllib.parse import urlparse
 
-from telegram import BotCommand, CallbackQuery, Message, Update
+from telegram import Bot, BotCommand, CallbackQuery, Message, Update
 from telegram.constants import ChatAction
 from telegram.error import BadRequest, Forbidden, InvalidToken, RetryAfter, TelegramError
 from telegram.ext import Application, CallbackQueryHandler, ContextTypes, MessageHandler, filters
@@ -50,20 +50,6 @@ _MESSAGES = filters.UpdateType.MESSAGE & (
     filters.TEXT | filters.CAPTION | filters.PHOTO | filters.Document.ALL | filters.VOICE)
 
 
-class _RedactToken(logging.Filter):
-    """Bot API URLs contain the token; httpx logs request URLs at INFO. Replace it before any handler."""
-
-    def __init__(self, token: str) -> None:
-        super().__init__()
-        self.token = token
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        if self.token in message:
-            record.msg, record.args = message.replace(self.token, "<token>"), None
-        return True
-
-
 class TelegramSurface(Surface):
     """Telegram through python-telegram-bot, polling or webhook, with inline-keyboard buttons."""
 
@@ -76,11 +62,10 @@ class TelegramSurface(Surface):
         self.cfg = cfg
         self._token = token
         self._attachments = data_dir / "attachments" / "telegram"
-        self._app: Application | None = None  # type: ignore[type-arg]
+        self._app: Application | None = None
         self._queue: HandoffQueue | None = None
         self._sender: Sender | None = None
         self._gateway: GatewayPort | None = None
-        self._redact = _RedactToken(token)
 
     # -- lifecycle ----------------------------------------------------------------------------------
 
@@ -89,11 +74,13 @@ class TelegramSurface(Surface):
         if not self._token:
             raise RuntimeError(f"telegram: no bot token; set the environment variable {self.cfg.token_env}")
         webhook_secret = self._webhook_secret() if self.cfg.mode == "webhook" else None
-        logging.getLogger("httpx").addFilter(self._redact)
         self._gateway = gateway
         self._queue = HandoffQueue()
+        # Two getUpdates connections: the long poll that stop() cancels may not have released its
+        # connection yet when the Updater's final getUpdates (which confirms handled updates) goes out.
         app = (Application.builder().token(self._token).base_url(self.cfg.base_url)
-               .base_file_url(self.cfg.base_file_url).update_queue(self._queue).job_queue(None).build())
+               .base_file_url(self.cfg.base_file_url).get_updates_connection_pool_size(2)
+               .update_queue(self._queue).job_queue(None).build())
         app.add_handler(MessageHandler(_MESSAGES, self._on_message))
         app.add_handler(CallbackQueryHandler(self._on_press))
         app.add_error_handler(self._on_error)
@@ -136,19 +123,17 @@ class TelegramSurface(Surface):
             log.warning("telegram_commands_not_set error=%s", exc)
 
     async def stop(self) -> None:
-        """Stop receiving (updates being handled finish first), then close the Bot API connections."""
-        app, self._app = self._app, None
+        """Stop receiving (updates being handled finish first), then close the Bot API connections.
+        Deliveries after this fail as transient, so their outbox rows go out at the next start."""
+        app, self._app, self._sender = self._app, None, None
         if app is None:
             return
-        try:
-            if app.updater is not None and app.updater.running:
-                await app.updater.stop()
-            if app.running:
-                await app.stop()
-            await app.shutdown()
-        finally:
-            logging.getLogger("httpx").removeFilter(self._redact)
-            log.info("telegram_stopped")
+        if app.updater is not None and app.updater.running:
+            await app.updater.stop()
+        if app.running:
+            await app.stop()
+        await app.shutdown()
+        log.info("telegram_stopped")
 
     def status(self) -> str:
         """"up" while polling or the webhook server runs, else "down"."""
@@ -213,7 +198,7 @@ class TelegramSurface(Surface):
         """Send the item (split when long; returns the id of the last part, which carries any buttons),
         or edit message `edit_platform_id` to it (no buttons in the item removes the keyboard)."""
         if self._sender is None:
-            raise DeliveryError("telegram is not started", transient=True)
+            raise DeliveryError("telegram is not running", transient=True)
         return await self._sender.deliver(item, edit_platform_id)
 
     @contextlib.asynccontextmanager
@@ -222,16 +207,14 @@ class TelegramSurface(Surface):
         if self._app is None:
             yield
             return
-        task = asyncio.create_task(self._keep_typing(origin), name=f"telegram-typing:{origin.key()}")
+        task = asyncio.create_task(self._keep_typing(self._app.bot, origin), name=f"telegram-typing:{origin.key()}")
         try:
             yield
         finally:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
 
-    async def _keep_typing(self, origin: Origin) -> None:
-        assert self._app is not None
-        bot = self._app.bot
+    async def _keep_typing(self, bot: Bot, origin: Origin) -> None:
         chat, thread = target(origin)
         while True:
             try:

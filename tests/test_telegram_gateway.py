@@ -1,0 +1,188 @@
+"""Telegram end to end: the real Gateway (runtime, approvals, access, outbox) with the Telegram surface,
+the fake Bot API (tests/fixtures/telegram.py) and the fake model (tests/fixtures/model.py); and `anyy run`
+as a subprocess configured against both fakes."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from gateway.app import Gateway
+from gateway.config import Config
+from gateway.surfaces.telegram import TelegramSurface
+from tests.fixtures.model import FakeModel, reply, tool_call
+from tests.support import side_effects
+from tests.support.side_effects import EXECUTED, TESTING
+from tests.support.telegram_api import GROUP_ID, OWNER_ID, FakeBot
+from toolsets.registry import TOOLSETS
+
+STRANGER_ID = 2002
+
+
+@pytest.fixture(autouse=True)
+def _reset_side_effects() -> Any:
+    side_effects.reset()
+    yield
+    side_effects.reset()
+
+
+@pytest.fixture
+def telegram_gateway(tg: FakeBot, make_config: Callable[..., Config], tmp_path: Path,
+                     monkeypatch: pytest.MonkeyPatch) -> Callable[..., contextlib.AbstractAsyncContextManager[Gateway]]:
+    """Factory: a started Gateway whose only surface is Telegram on the fake; the owner is allowed."""
+    monkeypatch.setenv("ANYY_TOOL_RESULTS_DIR", str(tmp_path / "results"))
+
+    @contextlib.asynccontextmanager
+    async def start(**telegram: Any) -> AsyncIterator[Gateway]:
+        config = make_config(telegram={"base_url": tg.base_url, "base_file_url": tg.base_file_url,
+                                       "poll_timeout_s": 10, "allowed_users": [OWNER_ID], **telegram})
+        assert config.telegram is not None
+        gw = Gateway(config, surfaces=[TelegramSurface(config.telegram, tg.token, tmp_path)],
+                     toolsets=[*TOOLSETS, TESTING])
+        await gw.start()
+        try:
+            assert gw.started == {"telegram": "up"}
+            yield gw
+        finally:
+            await gw.stop()
+
+    return start
+
+
+def texts(tg: FakeBot, chat_id: int = OWNER_ID) -> list[str]:
+    """What the chat shows from the bot, oldest first."""
+    with tg.lock:
+        return [m["text"] for (c, _), m in sorted(tg.messages.items()) if c == chat_id and m["from"]["id"] == tg.id]
+
+
+async def test_message_gets_a_model_reply(tg: FakeBot, model: FakeModel, telegram_gateway: Any) -> None:
+    async with telegram_gateway():
+        tg.message("hello from the phone")
+        await tg.wait_calls("sendMessage")
+        assert texts(tg) == ["echo: hello from the phone"]
+        assert len(model.requests) == 1
+
+
+async def test_approval_by_button_executes_once(tg: FakeBot, model: FakeModel, telegram_gateway: Any) -> None:
+    model.script(tool_call("side_effect", {"note": "n1"}), reply("I asked for approval."))
+    async with telegram_gateway() as gw:
+        # in a group, so that someone else can see (and tap) the prompt's buttons
+        tg.message(f"@{tg.username} please do the side effect", chat_type="supergroup")
+        [prompt_call] = await tg.wait_calls("sendMessage", where=lambda c: "reply_markup" in c.params)
+        approve, deny = [k["callback_data"] for k in prompt_call.params["reply_markup"]["inline_keyboard"][0]]
+        assert approve.startswith("a:") and deny == "d:" + approve[2:]
+        with tg.lock:
+            [prompt] = [key for key, m in tg.messages.items() if m.get("reply_markup")]
+        assert prompt[0] == GROUP_ID
+
+        def press(user_id: int = OWNER_ID) -> None:
+            tg.press(prompt[1], approve, chat_id=GROUP_ID, user_id=user_id)
+
+        press(STRANGER_ID)
+        [refused] = await tg.wait_calls("answerCallbackQuery")
+        assert refused.params["text"] == "You are not allowed to decide this approval."
+        await gw.idle()
+        assert EXECUTED == [] and "reply_markup" in tg.shown(*prompt)
+
+        press()
+        answers = await tg.wait_calls("answerCallbackQuery", 2)
+        assert answers[1].params["text"] == "Approved; running it now."
+        await tg.wait(lambda: "reply_markup" not in tg.messages[prompt], what="the prompt's buttons removed")
+        await gw.idle()
+        assert EXECUTED == ["n1"]
+        assert "Approved" in tg.shown(*prompt)["text"]
+
+        press()  # a second tap (another device, a stale screen)
+        answers = await tg.wait_calls("answerCallbackQuery", 3)
+        assert answers[2].params["text"].startswith("Already")
+        await gw.idle()
+        assert EXECUTED == ["n1"]
+
+
+async def test_unknown_user_gets_a_pairing_code_and_no_turn(tg: FakeBot, model: FakeModel,
+                                                          telegram_gateway: Any) -> None:
+    async with telegram_gateway() as gw:
+        tg.message("hi, who are you?", user_id=STRANGER_ID, user_name="eve")
+        await tg.wait_calls("sendMessage")
+        await gw.idle()
+        [answer] = texts(tg, STRANGER_ID)
+        assert "pairing code" in answer and "anyy pairing approve telegram" in answer
+        assert model.requests == []
+
+
+async def test_redelivered_webhook_update_is_one_turn(tg: FakeBot, model: FakeModel, telegram_gateway: Any,
+                                                     unused_tcp_port: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANYY_TEST_TG_SECRET", "hook-secret")
+    url = f"http://127.0.0.1:{unused_tcp_port}/hook"
+    async with telegram_gateway(mode="webhook", webhook_url=url, port=unused_tcp_port,
+                                secret_token_env="ANYY_TEST_TG_SECRET") as gw:
+        update = tg.message("only once please", inject=False)
+        async with aiohttp.ClientSession() as http:
+            for _ in range(2):
+                async with http.post(url, json=update, headers={"X-Telegram-Bot-Api-Secret-Token": "hook-secret"}) as r:
+                    assert r.status == 200
+        await gw.idle()
+        assert texts(tg) == ["echo: only once please"]
+        assert len(model.requests) == 1
+
+
+async def test_message_sent_while_down_is_answered_after_restart(tg: FakeBot, model: FakeModel,
+                                                                 telegram_gateway: Any) -> None:
+    async with telegram_gateway():
+        pass
+    tg.message("are you there?")
+    async with telegram_gateway() as gw:
+        await tg.wait_calls("sendMessage")
+        await gw.idle()
+    assert texts(tg) == ["echo: are you there?"]
+    assert len(model.requests) == 1
+
+
+async def test_anyy_run_serves_telegram(tg: FakeBot, model: FakeModel, tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text(f"""
+[model]
+base_url = "{model.url_openai}"
+model = "fake-1"
+timeout_s = 5
+max_retries = 1
+
+[store]
+path = "{tmp_path / 'anyy.db'}"
+
+[telegram]
+base_url = "{tg.base_url}"
+base_file_url = "{tg.base_file_url}"
+allowed_users = [{OWNER_ID}]
+poll_timeout_s = 10
+""", encoding="utf-8")
+    env = {**os.environ, "TELEGRAM_BOT_TOKEN": tg.token, "OPENAI_API_KEY": "test-key",
+           "ANYY_HOME": str(tmp_path / "home"), "ANYY_TOOL_RESULTS_DIR": str(tmp_path / "results")}
+    log_path = tmp_path / "anyy.log"
+    with log_path.open("wb") as log_file:
+        proc = await asyncio.create_subprocess_exec(
+            str(Path(sys.executable).parent / "anyy"), "run", "--config", str(config), env=env,
+            stdin=asyncio.subprocess.DEVNULL, stdout=log_file, stderr=log_file)
+        try:
+            await tg.wait_calls("getUpdates", timeout=60)  # polling: the surface is up
+            tg.message("hello from the phone")
+            await tg.wait_calls("sendMessage", timeout=30)
+            proc.send_signal(signal.SIGTERM)
+            assert await asyncio.wait_for(proc.wait(), 60) == 0
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+    assert texts(tg) == ["echo: hello from the phone"]
+    output = log_path.read_text(encoding="utf-8")
+    assert "telegram: up" in output
+    assert tg.token not in output and "hello from the phone" not in output  # no secrets, no bodies
