@@ -23,13 +23,14 @@ TOOLSET = Toolset(
     "automation",
     "Reminders and scheduled automations: create, list, change, delete, run now, see past runs.",
     keywords=(
-        r"\bremind(?:er|ers)?\b", r"\bschedul(?:e|ed|ing)\b", r"\bautomations?\b", r"\balarm\b", r"\bcron\b",
+        r"\bremind", r"\bschedul(?:e|ed|ing)\b", r"\bping\s+me\b", r"\bautomations?\b", r"\balarm\b", r"\bcron\b",
         r"\bevery\s+(?:day|morning|evening|night|week|weekday|month|hour|monday|tuesday|wednesday|thursday"
         r"|friday|saturday|sunday|\d+\s*(?:m|min|mins|minutes?|h|hours?|d|days?))\b",
         r"\beach\s+(?:morning|evening|day|week|month)\b", r"\bdaily\b", r"\bweekly\b",
         r"\bat\s+\d{1,2}(?::\d{2})?\s*(?:am|pm)?\b", r"\bin\s+\d+\s*(?:s|sec|seconds?|m|min|mins|minutes?|h|hours?)\b",
-        r"\btomorrow\s+at\b", r"\bwake\s+me\b",
-        "提醒", "每天", "每周", "每月", "每小时", "定时", "闹钟", "分钟后", "小时后", r"明天.{0,4}点", "自动化",
+        r"\bin\s+(?:an?|one|two|\d+)\s+(?:hours?|hrs?|minutes?|mins?)\b", r"\btomorrow\s+at\b", r"\bwake\s+me\b",
+        r"\b(?:morning|evening|daily|weekly)\s+(?:briefing|summary|digest|report)\b",
+        "提醒", "每天", "每周", "每月", "每小时", "定时", "闹钟", "分钟后", "小时后", r"明天.{0,4}点", r"点.{0,2}叫我", "自动化",
     ),
     requires="automations",
 )
@@ -103,12 +104,8 @@ async def automation_create(ctx: ToolContext, name: str, schedule: ScheduleSpec,
 
     Args:
         name: a short label, e.g. "call mum".
-        schedule: when it fires, one of {"type": "once", "at": "2026-12-01T09:00:00"},
-            {"type": "every", "mode": "interval", "interval": "30m"} or
-            {"type": "every", "mode": "cron", "cron": "0 9 * * 1-5"}, with an optional "timezone"
-            (IANA name; default the user's zone). Times are local wall-clock times.
-        action: what it does, {"kind": "reminder", "text": "..."} sends the text as it is;
-            {"kind": "prompt", "prompt": "..."} runs the prompt as a model turn and sends the reply.
+        schedule: when it fires; times are local wall-clock times.
+        action: what it does.
     """
     rec = await _guard(_service(ctx).create(ctx.user_key, ctx.origin, name, schedule.root, action.root))
     return _view(rec, ctx.tz)
@@ -123,8 +120,8 @@ async def automation_update(ctx: ToolContext, id: str, name: str | None = None, 
     Args:
         id: the automation id from automation_list.
         name: a new label.
-        schedule: a new schedule object (same forms as automation_create).
-        action: a new action object (same forms as automation_create).
+        schedule: a new schedule.
+        action: a new action.
         enabled: false pauses it, true resumes it.
     """
     rec = await _guard(_service(ctx).update(

@@ -20,7 +20,8 @@ from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import (
-    BaseModel, BeforeValidator, ConfigDict, Field, RootModel, StringConstraints, TypeAdapter, field_validator,
+    BaseModel, BeforeValidator, ConfigDict, Field, RootModel, StringConstraints, TypeAdapter, WithJsonSchema,
+    field_validator,
 )
 
 from toolsets.cron import parse_cron
@@ -241,11 +242,33 @@ ActionModel = Reminder | Prompt
 
 
 
-class ScheduleSpec(RootModel[Schedule]):
+# What the model is shown for the two objects: one flat object each, rather than the union's full
+# JSON schema (several kilobytes per tool). Validation still uses the exact union above.
+_SCHEDULE_SCHEMA = {
+    "type": "object",
+    "description": 'One of {"type": "once", "at": "2026-12-01T09:00:00"}, '
+                   '{"type": "every", "mode": "interval", "interval": "30m"} (units w d h m s), '
+                   '{"type": "every", "mode": "cron", "cron": "0 9 * * 1-5"} (crontab, local time); '
+                   'optional "timezone": IANA name, default the user\'s zone.',
+    "properties": {"type": {"enum": ["once", "every"]}, "mode": {"enum": ["interval", "cron"]},
+                   "at": {"type": "string"}, "interval": {"type": "string"}, "cron": {"type": "string"},
+                   "timezone": {"type": "string"}},
+    "required": ["type"],
+}
+_ACTION_SCHEMA = {
+    "type": "object",
+    "description": '{"kind": "reminder", "text": "..."} sends the text as it is; '
+                   '{"kind": "prompt", "prompt": "..."} runs the prompt as a model turn and sends the reply.',
+    "properties": {"kind": {"enum": ["reminder", "prompt"]}, "text": {"type": "string"}, "prompt": {"type": "string"}},
+    "required": ["kind"],
+}
+
+
+class ScheduleSpec(RootModel[Annotated[Schedule, WithJsonSchema(_SCHEDULE_SCHEMA)]]):
     """A schedule object as a tool argument (a named type keeps its discriminators and legacy check)."""
 
 
-class ActionSpec(RootModel[Action]):
+class ActionSpec(RootModel[Annotated[Action, WithJsonSchema(_ACTION_SCHEMA)]]):
     """An action object as a tool argument."""
 
 
