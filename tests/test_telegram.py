@@ -24,9 +24,11 @@ from tests.support.telegram_port import APPROVAL, OWNER, RecordingPort, item, ru
 async def test_message_reaches_gateway_as_inbound(tg: FakeBot, tmp_path: Path) -> None:
     async with running(tg, tmp_path) as (surface, port):
         assert surface.status() == "up"
+        tg.message(f"@{tg.username} hi")  # a mention in a private chat is not part of the message
         update = tg.message("hello there")
-        await port.wait(lambda: len(port.inbounds) == 1)
-        assert port.inbounds[0] == Inbound(
+        await port.wait(lambda: len(port.inbounds) == 2)
+        assert port.inbounds[0].text == "hi"
+        assert port.inbounds[1] == Inbound(
             surface="telegram", chat_id=str(OWNER_ID), user_id=str(OWNER_ID), text="hello there",
             user_name="owner", is_group=False, platform_message_id=str(update["message"]["message_id"]))
         await tg.wait(lambda: not tg.pending, what="the update to be confirmed")

@@ -28,6 +28,13 @@ async def test_markdown_is_rendered_as_telegram_html(tg: FakeBot, tmp_path: Path
         assert tg.shown(OWNER_ID, int(message_id or 0))["text"] == "Total: 3 < 5 & a<b docs"
 
 
+async def test_reply_to_a_message(tg: FakeBot, tmp_path: Path) -> None:
+    async with running(tg, tmp_path) as (surface, _):
+        await surface.deliver(item("Done.", reply_to="512"), None)
+        assert tg.sent("sendMessage")[0].params["reply_parameters"] == {
+            "message_id": 512, "allow_sending_without_reply": True}
+
+
 async def test_long_reply_is_split_with_buttons_on_the_last_part(tg: FakeBot, tmp_path: Path) -> None:
     paragraphs = [f"Paragraph {n}: " + "word " * 150 for n in range(20)]  # ~15 000 characters
     async with running(tg, tmp_path) as (surface, _):

@@ -69,8 +69,10 @@ async def running(tg: FakeBot, data_dir: Path, gateway: RecordingPort | None = N
 
 
 def item(text: str, *, buttons: list[Button] | None = None, origin: Origin = OWNER, item_id: int = 1,
-         edit_of: int | None = None) -> OutboxItem:
-    outbound = Outbound(origin=origin, text=text, buttons=buttons or [], edit_of_outbox_id=edit_of)
+         edit_of: int | None = None, reply_to: str | None = None) -> OutboxItem:
+    """An outbox row to deliver."""
+    outbound = Outbound(origin=origin, text=text, buttons=buttons or [], edit_of_outbox_id=edit_of,
+                        reply_to_platform_id=reply_to)
     return OutboxItem(id=item_id, outbound=outbound, created_at="2026-01-01T00:00:00+00:00")
 
 

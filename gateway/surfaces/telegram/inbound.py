@@ -25,20 +25,20 @@ def addressed_text(message: Message, bot: User) -> str | None:
     """The text the gateway should see, or None when the message is not for the bot.
 
     Private chats: every message. Groups: a message that mentions the bot (@name, including a command
-    addressed as /cmd@name) or replies to one of its messages; the mention is removed from the text.
+    addressed as /cmd@name) or replies to one of its messages. The bot's @name is removed from the text.
     """
     text = message.text or message.caption or ""
-    if message.chat.type == ChatType.PRIVATE:
-        return text
-    if message.chat.type not in _GROUPS or not bot.username:
+    if message.chat.type not in (ChatType.PRIVATE, *_GROUPS) or not bot.username:
         return None
-    handle = f"@{bot.username}".lower()
-    kinds: list[str | None] = [MessageEntity.MENTION, MessageEntity.BOT_COMMAND]
-    spans = {**message.parse_entities(kinds), **message.parse_caption_entities(kinds)}
-    mentioned = any(span.lower().endswith(handle) for span in spans.values())  # @name or /cmd@name
-    if not (mentioned or _replies_to(message, bot.id)):
-        return None
-    return re.sub(rf"[ \t]?@{re.escape(bot.username)}\b", "", text, flags=re.IGNORECASE).strip()
+    if message.chat.type != ChatType.PRIVATE:
+        handle = f"@{bot.username}".lower()
+        kinds: list[str | None] = [MessageEntity.MENTION, MessageEntity.BOT_COMMAND]
+        spans = {**message.parse_entities(kinds), **message.parse_caption_entities(kinds)}
+        mentioned = any(span.lower().endswith(handle) for span in spans.values())  # @name or /cmd@name
+        if not (mentioned or _replies_to(message, bot.id)):
+            return None
+    stripped, mentions = re.subn(rf"[ \t]?@{re.escape(bot.username)}\b", "", text, flags=re.IGNORECASE)
+    return stripped.strip() if mentions else text
 
 
 def _replies_to(message: Message, bot_id: int) -> bool:
