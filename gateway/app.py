@@ -77,10 +77,9 @@ class Gateway:
         self.runtime = Runtime(self.store, self.config, self.model, self.toolsets, self.services, self.outbox, caller,
                                self.access)
         self.runtime.commands = Commands(self.runtime, self.approvals)
-        self.outbox.start({s.name: s for s in self.surfaces})
-        for surface in self.surfaces:
-            await self._start_surface(surface)
         if self.resident:
+            # Recovery first: an inbound a surface delivers during start-up is then a new submission,
+            # never a second run of one being recovered.
             await self.approvals.recover()
             await self.approvals.sweep()
             self._background.append(asyncio.create_task(self.approvals.run_sweeper(), name="approval-sweeper"))
@@ -88,6 +87,9 @@ class Gateway:
             scheduler = self.services.get("automations")
             if scheduler is not None:
                 await scheduler.start()
+        for surface in self.surfaces:
+            await self._start_surface(surface)
+        self.outbox.start({s.name: s for s in self.surfaces})
 
     async def _start_surface(self, surface: Surface) -> None:
         try:

@@ -59,6 +59,7 @@ class Runtime:
         self._tool_toolset = {t.name: ts.name for ts in toolsets for t in ts.tools}
         self._schemas: dict[str, ToolSchema] = {}
         self.accepting = True
+        self._submitted: set[int] = set()  # queue ids with a turn in this process (never run one twice)
 
     # -- entry points -----------------------------------------------------------------------------
 
@@ -73,7 +74,8 @@ class Runtime:
     def submit(self, queue_id: int, inbound: Inbound) -> None:
         # While shutting down, an inbound is still recorded (the surface may acknowledge it) but its
         # turn is left pending for the next start instead of racing the store closing.
-        if self.accepting:
+        if self.accepting and queue_id not in self._submitted:
+            self._submitted.add(queue_id)
             self._spawn(self._handle(queue_id, inbound))
 
     def resume(self, session_id: str, event: str, dedupe: str) -> None:
@@ -115,6 +117,7 @@ class Runtime:
                 await self.reply(inbound.origin, "Sorry — something went wrong on my side handling that message.",
                                  f"in-{queue_id}:error")
             await self.inbound_log.done(queue_id)
+            self._submitted.discard(queue_id)
 
     async def _turn(self, queue_id: int, inbound: Inbound, sid: str) -> None:
         turn_id = f"in-{queue_id}"
