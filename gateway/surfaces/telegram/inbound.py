@@ -3,7 +3,6 @@ sees, the conversation thread, and attachments downloaded into the data director
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
 from pathlib import Path
@@ -12,13 +11,13 @@ from telegram import Message, MessageEntity, User
 from telegram.constants import ChatType
 from telegram.error import BadRequest
 
+from gateway.surfaces.files import safe_name, save
 from store.records import Attachment, Inbound
 
 log = logging.getLogger(__name__)
 
 SURFACE = "telegram"
 _GROUPS = (ChatType.GROUP, ChatType.SUPERGROUP)
-_UNSAFE_NAME = re.compile(r"[^\w.-]+")
 
 
 def addressed_text(message: Message, bot: User) -> str | None:
@@ -98,17 +97,7 @@ async def download_attachments(message: Message, root: Path) -> list[Attachment]
             attachments.append(Attachment(name=name, mime_type=mime_type, size=size or 0))
             continue
         path = folder / f"{message.message_id}-{name}"
-        await asyncio.to_thread(_write, path, bytes(data))
+        await save(path, bytes(data))
         attachments.append(Attachment(name=name, mime_type=mime_type, size=len(data), path=str(path)))
     return attachments
 
-
-def safe_name(name: str) -> str:
-    """A file name that cannot leave its folder: the last path component, unusual characters replaced."""
-    cleaned = _UNSAFE_NAME.sub("_", name.replace("\\", "/").rsplit("/", 1)[-1]).strip("._")
-    return cleaned[:100] or "file"
-
-
-def _write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(data)
