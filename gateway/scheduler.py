@@ -21,6 +21,7 @@ Policies (docs/automations.md states them for users):
 
 from __future__ import annotations
 
+import builtins
 import asyncio
 import base64
 import inspect
@@ -209,15 +210,15 @@ class AutomationService:
         async with self._lock:
             return await self._delete(automation_id, actor=actor)
 
-    async def list(self, user_key: str) -> list[AutomationRecord]:
+    async def list(self, user_key: str) -> builtins.list[AutomationRecord]:
         """The user's automations, soonest next run first (finished and paused ones last)."""
         return await self.repo.list(user_key)
 
-    async def list_all(self) -> list[AutomationRecord]:
+    async def list_all(self) -> builtins.list[AutomationRecord]:
         """Every user's automations (the CLI)."""
         return await self.repo.list(None)
 
-    async def history(self, user_key: str, automation_id: str, limit: int = 10) -> list[AutomationRun]:
+    async def history(self, user_key: str, automation_id: str, limit: int = 10) -> builtins.list[AutomationRun]:
         """The user's automation's most recent runs, newest first."""
         await self._owned(user_key, automation_id)
         return await self.repo.history(automation_id, limit)
@@ -361,8 +362,8 @@ class AutomationService:
         if first is None:
             assert isinstance(schedule, Once)
             zone = schedule.zone(self.tz)
-            raise AutomationError(
-                f"{schedule.at:%Y-%m-%d %H:%M} ({zone.key}) is in the past; it is now {now.astimezone(zone):%Y-%m-%d %H:%M}")
+            raise AutomationError(f"{schedule.at:%Y-%m-%d %H:%M} ({zone.key}) is in the past; "
+                                  f"it is now {now.astimezone(zone):%Y-%m-%d %H:%M}")
         return first
 
 

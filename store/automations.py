@@ -6,6 +6,7 @@ per slot succeed, whichever process or restart makes it.
 
 from __future__ import annotations
 
+import builtins
 from typing import Any
 
 from sqlite_utils import Database
@@ -18,7 +19,8 @@ _JSON = ("origin", "schedule", "action")
 
 
 def _record(row: dict[str, Any]) -> AutomationRecord:
-    return row_to(AutomationRecord, row, _JSON)
+    rec: AutomationRecord = row_to(AutomationRecord, row, _JSON)
+    return rec
 
 
 def _get(db: Database, automation_id: str) -> AutomationRecord | None:
@@ -51,7 +53,7 @@ class Automations:
             row["origin"] = rec.origin.model_dump_json()
             row["schedule"], row["action"] = dumps(rec.schedule), dumps(rec.action)
             with db.atomic():
-                db["automations"].insert(row)
+                db.table("automations").insert(row)
                 _audit(db, actor, "automation.create", rec)
             return rec
 
@@ -60,10 +62,10 @@ class Automations:
     async def get(self, automation_id: str) -> AutomationRecord | None:
         return await self.store.run(lambda db: _get(db, automation_id))
 
-    async def list(self, user_key: str | None) -> list[AutomationRecord]:
+    async def list(self, user_key: str | None) -> builtins.list[AutomationRecord]:
         """One user's automations (every user's when `user_key` is None), soonest next run first."""
 
-        def op(db: Database) -> list[AutomationRecord]:
+        def op(db: Database) -> builtins.list[AutomationRecord]:
             where, args = ("WHERE user_key = ?", [user_key]) if user_key is not None else ("", [])
             rows = db.execute_returning_dicts(
                 f"SELECT * FROM automations {where} ORDER BY next_run_at IS NULL, next_run_at, created_at", args)
@@ -71,14 +73,14 @@ class Automations:
 
         return await self.store.run(op)
 
-    async def scheduled_slots(self) -> list[tuple[str, str]]:
+    async def scheduled_slots(self) -> builtins.list[tuple[str, str]]:
         """(id, next run) of every enabled automation that has one: what the scheduler must hold.
 
         Only the two columns, because start-up reads every row and time there is the benchmark's."""
         return await self.store.run(lambda db: [(r[0], r[1]) for r in db.execute(
             "SELECT id, next_run_at FROM automations WHERE enabled = 1 AND next_run_at IS NOT NULL")])
 
-    async def changed_since(self, since: str) -> list[AutomationRecord]:
+    async def changed_since(self, since: str) -> builtins.list[AutomationRecord]:
         """Rows updated at or after `since` (ISO UTC), oldest change first."""
         return await self.store.run(lambda db: [_record(r) for r in db.execute_returning_dicts(
             "SELECT * FROM automations WHERE updated_at >= ? ORDER BY updated_at", [since])])
@@ -151,12 +153,12 @@ class Automations:
 
         return await self.store.run(op)
 
-    async def unfinished_runs(self) -> list[AutomationRun]:
+    async def unfinished_runs(self) -> builtins.list[AutomationRun]:
         """Runs claimed but never finished (the process stopped in between), oldest first."""
         return await self.store.run(lambda db: [row_to(AutomationRun, r) for r in db.execute_returning_dicts(
             "SELECT * FROM automation_runs WHERE status = 'claimed' ORDER BY id")])
 
-    async def history(self, automation_id: str, limit: int = 20) -> list[AutomationRun]:
+    async def history(self, automation_id: str, limit: int = 20) -> builtins.list[AutomationRun]:
         """The most recent runs of one automation, newest first."""
         return await self.store.run(lambda db: [row_to(AutomationRun, r) for r in db.execute_returning_dicts(
             "SELECT * FROM automation_runs WHERE automation_id = ? ORDER BY scheduled_for DESC, id DESC LIMIT ?",

@@ -93,7 +93,8 @@ async def test_remind_then_list_then_cancel(service):
 async def test_bad_input_answers_with_usage(service):
     assert (await remind_command(service, "telegram:1", CHAT, "later stretch")).endswith(REMIND_USAGE)
     past = await remind_command(service, "telegram:1", CHAT, "2026-11-01 09:00 too late")
-    assert past == "I could not set that reminder: 2026-11-01 09:00 (Europe/Berlin) is in the past; it is now 2026-11-30 10:15."
+    assert past == ("I could not set that reminder: 2026-11-01 09:00 (Europe/Berlin) is in the past; "
+                    "it is now 2026-11-30 10:15.")
     assert await cancel_command(service, "telegram:1", "") == CANCEL_USAGE
     assert await cancel_command(service, "telegram:1", "a b") == CANCEL_USAGE
     assert await service.list("telegram:1") == []

@@ -9,8 +9,8 @@ from store.records import AutomationRecord, Origin, iso, utcnow
 ORIGIN = Origin(surface="telegram", chat_id="42")
 
 
-def record(automation_id: str = "a1", user_key: str = "telegram:1", next_run_at: str = "2026-12-01T08:00:00.000000+00:00",
-           ) -> AutomationRecord:
+def record(automation_id: str = "a1", user_key: str = "telegram:1",
+           next_run_at: str = "2026-12-01T08:00:00.000000+00:00") -> AutomationRecord:
     now = iso(utcnow())
     return AutomationRecord(id=automation_id, user_key=user_key, origin=ORIGIN, name="call mum",
                             schedule={"type": "once", "at": "2026-12-01T09:00:00", "timezone": "Europe/Berlin"},

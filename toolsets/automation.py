@@ -7,6 +7,7 @@ jobs are never exposed to the model.
 
 from __future__ import annotations
 
+import builtins
 from typing import Any, Protocol
 from zoneinfo import ZoneInfo
 
@@ -30,7 +31,8 @@ TOOLSET = Toolset(
         r"\bat\s+\d{1,2}(?::\d{2})?\s*(?:am|pm)?\b", r"\bin\s+\d+\s*(?:s|sec|seconds?|m|min|mins|minutes?|h|hours?)\b",
         r"\bin\s+(?:an?|one|two|\d+)\s+(?:hours?|hrs?|minutes?|mins?)\b", r"\btomorrow\s+at\b", r"\bwake\s+me\b",
         r"\b(?:morning|evening|daily|weekly)\s+(?:briefing|summary|digest|report)\b",
-        "提醒", "每天", "每周", "每月", "每小时", "定时", "闹钟", "分钟后", "小时后", r"明天.{0,4}点", r"点.{0,2}叫我", "自动化",
+        "提醒", "每天", "每周", "每月", "每小时", "定时", "闹钟", "分钟后", "小时后", r"明天.{0,4}点", r"点.{0,2}叫我",
+        "自动化",
     ),
     requires="automations",
 )
@@ -39,7 +41,7 @@ TOOLSET = Toolset(
 class AutomationsAPI(Protocol):
     """What these tools need from the gateway's automation service."""
 
-    async def list(self, user_key: str) -> list[AutomationRecord]: ...
+    async def list(self, user_key: str) -> builtins.list[AutomationRecord]: ...
     async def create(self, user_key: str, origin: Origin, name: str, schedule: ScheduleModel,
                      action: ActionModel) -> AutomationRecord: ...
     async def update(self, user_key: str, automation_id: str, *, name: str | None = None,
@@ -47,11 +49,11 @@ class AutomationsAPI(Protocol):
                      enabled: bool | None = None) -> AutomationRecord: ...
     async def delete(self, user_key: str, automation_id: str) -> AutomationRecord: ...
     async def run_now(self, user_key: str, automation_id: str) -> AutomationRun: ...
-    async def history(self, user_key: str, automation_id: str, limit: int = 10) -> list[AutomationRun]: ...
+    async def history(self, user_key: str, automation_id: str, limit: int = 10) -> builtins.list[AutomationRun]: ...
 
 
 def _service(ctx: ToolContext) -> AutomationsAPI:
-    service = ctx.service("automations")
+    service: AutomationsAPI | None = ctx.service("automations")
     if service is None:
         raise ToolError("automations are not available in this runtime")
     return service

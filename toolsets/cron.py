@@ -24,7 +24,7 @@ _MACROS = {
     "@weekly": "0 0 * * 0", "@daily": "0 0 * * *", "@midnight": "0 0 * * *", "@hourly": "0 * * * *",
 }
 # (name, lowest, highest, names) for minute, hour, day of month, month, day of week (7 folds to 0).
-_FIELDS = (
+_FIELDS: tuple[tuple[str, int, int, dict[str, int]], ...] = (
     ("minute", 0, 59, {}), ("hour", 0, 23, {}), ("day of month", 1, 31, {}),
     ("month", 1, 12, _MONTHS), ("day of week", 0, 7, _WEEKDAYS),
 )
@@ -84,8 +84,9 @@ def parse_cron(text: str) -> Cron:
     expr = _MACROS.get(text.strip().lower(), text)
     parts = expr.split()
     if len(parts) != 5:
-        raise CronError(f"cron {text!r} has {len(parts)} fields; expected 5: minute hour day-of-month month day-of-week")
-    values = [_field(part, *spec) for part, spec in zip(parts, _FIELDS)]
+        raise CronError(f"cron {text!r} has {len(parts)} fields; "
+                        "expected 5: minute hour day-of-month month day-of-week")
+    values = [_field(part, *spec) for part, spec in zip(parts, _FIELDS, strict=True)]
     weekdays = frozenset(v % 7 for v in values[4])
     cron = Cron(text=text, minutes=tuple(sorted(values[0])), hours=tuple(sorted(values[1])),
                 days=frozenset(values[2]), months=frozenset(values[3]), weekdays=weekdays,

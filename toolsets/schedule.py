@@ -98,7 +98,7 @@ def resolve_local(wall: datetime, tz: ZoneInfo) -> datetime:
 class _Schedule(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    timezone: str | None = Field(None, description="IANA time zone, e.g. Europe/Berlin; default: the owner's zone")
+    timezone: str | None = Field(default=None, description="IANA time zone, e.g. Europe/Berlin; default: the owner's zone")
 
     @field_validator("timezone")
     @classmethod
@@ -184,11 +184,14 @@ class Cron(_Schedule):
         wall = after.astimezone(tz).replace(tzinfo=None)
         # Several wall times can map to the same or an earlier instant around a transition (a gap
         # collapses onto the jump, a repeated hour maps to its first pass); step until strictly later.
-        while (wall := cron.next_after(wall)) is not None:
-            at = resolve_local(wall, tz)
+        while True:
+            candidate = cron.next_after(wall)
+            if candidate is None:
+                return None
+            at = resolve_local(candidate, tz)
             if at > after:
                 return at
-        return None
+            wall = candidate
 
 
 def _reject_legacy(data: Any) -> Any:
