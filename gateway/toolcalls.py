@@ -78,8 +78,12 @@ class ToolCaller:
             await self._audit(ctx, tool, plain, "tool.refused", reason)
             return self._error(f"Error: {tool.name} was {reason}.")
         if verdict is Verdict.HOLD:
-            rec = await self.approvals.hold(ctx, tool, args, call.id, str(descriptor.execution),
-                                            self.deciders(ctx.origin.surface))
+            try:
+                rec = await self.approvals.hold(ctx, tool, args, call.id, str(descriptor.execution),
+                                                self.deciders(ctx.origin.surface))
+            except ToolError as exc:  # the preview found the call impossible (sent draft, server down)
+                await self._audit(ctx, tool, plain, "tool.refused", f"preview failed: {exc}")
+                return self._error(f"Error: {exc}")
             text = (f"Awaiting approval {rec.id}: the owner has been shown exactly this call and asked to approve "
                     "it. Do not call it again; the outcome will arrive as an event.")
             return CallOutcome(visible=text, stored=text, meta={"approval_id": rec.id})
