@@ -10,11 +10,14 @@ from typing import Any
 from gateway.app import Gateway
 from gateway.config import Config
 from gateway.doctor import doctor
+from gateway.scheduler import AutomationService
 from store.access import AccessRepo
 from store.approvals import Approvals
 from store.audit import Audit
 from store.db import Store
+from store.outbox import Outbox
 from toolsets.registry import TOOLSETS
+from toolsets.schedule import AutomationError
 
 
 class AdminError(Exception):
@@ -151,18 +154,26 @@ async def pairing_revoke(config: Config, args: argparse.Namespace) -> int:
 
 
 async def automations_list(config: Config, args: argparse.Namespace) -> int:
-    from gateway.scheduler import admin_list
-
-    for line in await admin_list(config):
-        print(line)
+    async with Store(config.store_path) as store:
+        rows = await _automations(store, config).list_all()
+    if not rows:
+        print("No automations.")
+    for r in rows:
+        state = "" if r.enabled else " (disabled)"
+        print(f"{r.id}  {r.user_key:<18} next {(r.next_run_at or '-')[:16]}  {r.name}{state}")
     return 0
 
 
 async def automations_delete(config: Config, args: argparse.Namespace) -> int:
-    from gateway.scheduler import admin_delete
-
-    if not await admin_delete(config, args.id):
-        raise AdminError(f"no automation {args.id}")
+    async with Store(config.store_path) as store:
+        try:
+            await _automations(store, config).admin_delete(args.id, actor="cli:owner")
+        except AutomationError as exc:
+            raise AdminError(str(exc)) from None
     print(f"Deleted automation {args.id}.")
     return 0
 
+
+def _automations(store: Store, config: Config) -> AutomationService:
+    """The service in admin mode: rows only, no scheduler (the resident process picks changes up)."""
+    return AutomationService(store, config.tz, Outbox(store).enqueue)

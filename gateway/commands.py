@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from gateway.approvals import ApprovalService
+from gateway.reminders import cancel_command, remind_command, reminders_command
 from gateway.runtime import Runtime
+from gateway.scheduler import AutomationService
 from gateway.selection import Selection, describe_selection, describe_tools, select_toolsets, tools_for
 from store.approvals import Approvals
 from store.records import Inbound, SessionRecord
@@ -106,17 +108,13 @@ class Commands:
         return "\n".join(f"#{t.id} {t.title}" + (f" (due {t.due})" if t.due else "") for t in open_tasks)
 
     async def remind(self, inbound: Inbound, session: SessionRecord, args: str) -> str:
-        from gateway.reminders import remind_command
-
-        service = self.runtime.services.get("automations")
-        return await remind_command(service, inbound.user_key, inbound.origin, args)
+        return await remind_command(self._automations(), inbound.user_key, inbound.origin, args)
 
     async def reminders(self, inbound: Inbound, session: SessionRecord, args: str) -> str:
-        from gateway.reminders import reminders_command
-
-        return await reminders_command(self.runtime.services.get("automations"), inbound.user_key)
+        return await reminders_command(self._automations(), inbound.user_key)
 
     async def cancel(self, inbound: Inbound, session: SessionRecord, args: str) -> str:
-        from gateway.reminders import cancel_command
+        return await cancel_command(self._automations(), inbound.user_key, args)
 
-        return await cancel_command(self.runtime.services.get("automations"), inbound.user_key, args)
+    def _automations(self) -> AutomationService:
+        return self.runtime.services["automations"]  # always registered (gateway.services)
