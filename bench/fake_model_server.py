@@ -1,6 +1,7 @@
 """The fake model as a separate process for benchmarks, answering by rule instead of by script:
 a user message starting "add a task" gets a task_create call, a tool result gets "Added.", anything
-else is echoed. Prints its OpenAI base URL, then serves until terminated."""
+else gets a reply of a typical length for a chat assistant (about 400 characters). Prints its OpenAI
+base URL, then serves until terminated."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.fixtures.model import start_fake_model  # noqa: E402
-from tests.support.model_wire import Step, echo, last_user_text, reply, tool_call  # noqa: E402
+from tests.support.model_wire import Step, last_user_text, reply, tool_call  # noqa: E402
 
 
 def by_rule(body: dict[str, Any]) -> Step:
@@ -23,7 +24,7 @@ def by_rule(body: dict[str, Any]) -> Step:
     text = last_user_text(body) or ""
     if text.startswith("add a task"):
         return tool_call("task_create", {"title": text.removeprefix("add a task ").strip() or "task"})
-    return echo(body)
+    return reply(f"About '{text[:40]}': " + "here is a reasonably detailed answer sentence. " * 8)
 
 
 def main() -> None:

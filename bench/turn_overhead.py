@@ -1,7 +1,10 @@
 """Gateway overhead per turn: everything a turn costs except the model's own latency.
 
 Drives N console turns through the real Gateway (store, selection, history, outbox, console delivery)
-against the local fake model (zero think time), which runs in its own process so its CPU is not counted. The model client is wrapped to time each request, and the
+against the local fake model (zero think time), which runs in its own process so its CPU is not counted.
+Messages and replies have typical chat lengths (~80 and ~400 characters), so after a few hundred turns
+the session's context is full (the 48,000-character default budget) and every turn pays for a full
+window, as a months-long Telegram DM does. The model client is wrapped to time each request, and the
 overhead of a turn is its wall time minus the time spent inside model calls. A quarter of the turns call
 a tool (task_create then a reply), the rest are plain replies.
 
@@ -67,7 +70,8 @@ async def main(turns: int) -> None:
         for i in range(turns + 20):
             spent0 = model.spent
             t0 = time.perf_counter()
-            await console.send_line(f"add a task number {i}" if i % 4 == 0 else f"hello number {i}")
+            await console.send_line(f"add a task number {i}" if i % 4 == 0 else
+                                    f"message {i}: could you tell me a bit more about the plan for the weekend?")
             await gw.idle()
             wall = time.perf_counter() - t0
             if i >= 20:  # warm-up turns excluded

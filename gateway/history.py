@@ -6,10 +6,15 @@ session that lasts months costs the same per request as a new one. Everything st
 
 from __future__ import annotations
 
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from itertools import groupby
 
 from gateway.llm.types import ChatMessage
+from store.messages import Messages
 from store.records import MessageRecord
+
 
 def to_chat(msg: MessageRecord) -> ChatMessage:
     """One stored message as the model sees it. Events (approval outcomes, late notices) are shown as
@@ -27,20 +32,93 @@ def _size(msg: MessageRecord) -> int:
     return len(msg.content) + sum(len(c.arguments) + len(c.name) for c in msg.tool_calls) + 20
 
 
-def fit_history(messages: list[MessageRecord], budget_chars: int) -> list[ChatMessage]:
-    """Keep the newest whole turns whose total size fits `budget_chars` (the newest turn is always
-    kept, even when it alone is larger)."""
+def newest_turns(messages: list[MessageRecord], budget_chars: int,
+                 size: Callable[[MessageRecord], int] = _size) -> list[MessageRecord]:
+    """The newest whole turns whose total size fits `budget_chars` (the newest turn is always kept,
+    even when it alone is larger)."""
     turns = [list(g) for _, g in groupby(messages, key=lambda m: m.turn_id)]
     kept: list[list[MessageRecord]] = []
     used = 0
     for turn in reversed(turns):
-        size = sum(_size(m) for m in turn)
-        if kept and used + size > budget_chars:
+        size_of_turn = sum(size(m) for m in turn)
+        if kept and used + size_of_turn > budget_chars:
             break
         kept.append(turn)
-        used += size
-    out = [to_chat(m) for turn in reversed(kept) for m in turn]
-    return _drop_orphans(out)
+        used += size_of_turn
+    return [m for turn in reversed(kept) for m in turn]
+
+
+def fit_history(messages: list[MessageRecord], budget_chars: int,
+                convert: Callable[[MessageRecord], ChatMessage] = to_chat,
+                size: Callable[[MessageRecord], int] = _size) -> list[ChatMessage]:
+    """The model's view of `messages`: the newest whole turns that fit, as chat messages."""
+    return _drop_orphans([convert(m) for m in newest_turns(messages, budget_chars, size)])
+
+
+@dataclass
+class _Window:
+    epoch: int
+    rows: list[MessageRecord]
+    last_id: int = 0
+    chats: dict[int, ChatMessage] = field(default_factory=dict)  # stored rows already converted
+    sizes: dict[int, int] = field(default_factory=dict)  # and already measured
+
+    def size(self, msg: MessageRecord) -> int:
+        if msg.id is None:
+            return _size(msg)
+        known = self.sizes.get(msg.id)
+        if known is None:
+            known = self.sizes[msg.id] = _size(msg)
+        return known
+
+
+class HistoryWindows:
+    """Each active session's recent messages, kept in memory and topped up from the store.
+
+    The store stays the source of truth: every load asks it for rows newer than the last one seen
+    (which also picks up rows other processes wrote, e.g. a follow-up after a CLI approval), so a turn
+    parses a handful of new rows instead of the whole window. Bounded in sessions and in characters.
+    """
+
+    def __init__(self, messages: Messages, budget_chars: int, max_sessions: int = 256) -> None:
+        self.messages = messages
+        self.budget = budget_chars
+        self.max_sessions = max_sessions
+        self._windows: OrderedDict[str, _Window] = OrderedDict()
+
+    async def load(self, session_id: str, epoch: int) -> list[MessageRecord]:
+        """The session's newest whole turns within the budget, oldest first (a copy the caller owns)."""
+        window = self._windows.get(session_id)
+        if window is None or window.epoch != epoch:
+            window = _Window(epoch, await self.messages.recent_within(session_id, epoch, self.budget))
+        else:
+            window.rows = newest_turns(window.rows + await self.messages.after(session_id, epoch, window.last_id),
+                                       self.budget, window.size)
+        window.last_id = max((m.id or 0 for m in window.rows), default=window.last_id)
+        kept = {m.id for m in window.rows}
+        window.chats = {i: c for i, c in window.chats.items() if i in kept}
+        window.sizes = {i: n for i, n in window.sizes.items() if i in kept}
+        self._windows[session_id] = window
+        self._windows.move_to_end(session_id)
+        while len(self._windows) > self.max_sessions:
+            self._windows.popitem(last=False)
+        return list(window.rows)
+
+    def view(self, session_id: str, rows: list[MessageRecord]) -> list[ChatMessage]:
+        """`fit_history` of `rows`, converting each stored row once per window rather than per turn."""
+        window = self._windows.get(session_id)
+        if window is None:
+            return fit_history(rows, self.budget)
+
+        def convert(msg: MessageRecord) -> ChatMessage:
+            if msg.id is None:
+                return to_chat(msg)
+            chat = window.chats.get(msg.id)
+            if chat is None:
+                chat = window.chats[msg.id] = to_chat(msg)
+            return chat
+
+        return fit_history(rows, self.budget, convert, window.size)
 
 
 def _drop_orphans(msgs: list[ChatMessage]) -> list[ChatMessage]:
@@ -56,6 +134,7 @@ def _drop_orphans(msgs: list[ChatMessage]) -> list[ChatMessage]:
             calls = [c for c in m.tool_calls if c.id in answered]
             if not calls and not m.content:
                 continue
-            m = m.model_copy(update={"tool_calls": calls})
+            if len(calls) != len(m.tool_calls):
+                m = m.model_copy(update={"tool_calls": calls})
         out.append(m)
     return out

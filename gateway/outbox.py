@@ -22,6 +22,7 @@ log = logging.getLogger(__name__)
 MAX_ATTEMPTS = 25
 MAX_BACKOFF_S = 300.0
 IDLE_POLL_S = 3.0
+BATCH = 50
 
 
 def backoff_s(attempts: int, retry_after: float | None) -> float:
@@ -37,8 +38,10 @@ class OutboxService:
         self.repo = Outbox(store)
         self.surfaces: dict[str, Surface] = {}
         self._wake: dict[str, asyncio.Event] = {}
+        self._settled: dict[str, bool] = {}  # the last pass found nothing more it could deliver
+        self._retrying: dict[str, set[int]] = {}  # rows waiting on a retry time, per surface
         self._tasks: list[asyncio.Task[None]] = []
-        self._idle = asyncio.Condition()
+        self._changed = asyncio.Condition()
 
     async def enqueue(self, outbound: Outbound, dedupe_key: str | None = None) -> int:
         item_id = await self.repo.enqueue(outbound, dedupe_key)
@@ -56,6 +59,8 @@ class OutboxService:
         for name, surface in surfaces.items():
             self._wake[name] = asyncio.Event()
             self._wake[name].set()
+            self._settled[name] = False
+            self._retrying[name] = set()
             self._tasks.append(asyncio.create_task(self._dispatch(name, surface), name=f"outbox-{name}"))
 
     async def stop(self, flush_timeout_s: float = 5.0) -> None:
@@ -69,46 +74,53 @@ class OutboxService:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
 
+    def _idle(self) -> bool:
+        return all(self._settled[n] and not self._wake[n].is_set() for n in self.surfaces)
+
     async def wait_idle(self) -> None:
-        """Wait until no surface with a running dispatcher has a deliverable row pending."""
-        async with self._idle:
-            while any([await self.repo.due(name, limit=1) for name in self.surfaces]):
-                await self._idle.wait()
+        """Wait until every dispatcher has delivered all it can (rows waiting on a retry time or on the
+        message they edit are not waited for)."""
+        async with self._changed:
+            await self._changed.wait_for(self._idle)
 
     async def _dispatch(self, name: str, surface: Surface) -> None:
         wake = self._wake[name]
         while True:
             wake.clear()
-            progressed = False
+            self._settled[name] = False
+            items: list[OutboxItem] = []
             try:
-                for item in await self.repo.due(name):
-                    progressed = await self._deliver(surface, item) or progressed
+                items = await self.repo.due(name, limit=BATCH)
+                for item in items:
+                    await self._deliver(surface, item)
             except asyncio.CancelledError:
                 raise
             except Exception:  # never let one bad row stop delivery for the surface
                 log.exception("outbox_dispatch_error surface=%s", name)
-            async with self._idle:
-                self._idle.notify_all()
-            if progressed:
-                continue
+            if wake.is_set() or len(items) == BATCH:
+                continue  # new rows arrived meanwhile, or there are more than one batch
+            self._settled[name] = True
+            async with self._changed:
+                self._changed.notify_all()
             # Rows waiting on a retry time are polled every second so retries are not late; otherwise
             # every few seconds, to pick up rows written by another process (the CLI, `anyy chat`).
-            timeout = 1.0 if await self.repo.pending_count(name) else IDLE_POLL_S
+            timeout = 1.0 if self._retrying[name] else IDLE_POLL_S
             try:
                 await asyncio.wait_for(wake.wait(), timeout=timeout)
             except asyncio.TimeoutError:
                 pass
 
-    async def _deliver(self, surface: Surface, item: OutboxItem) -> bool:
-        """Try one row; False when it must wait (an edit whose original is not delivered yet)."""
+    async def _deliver(self, surface: Surface, item: OutboxItem) -> None:
+        """Try one row: deliver it, schedule a retry, fail it, or leave an edit waiting for its original."""
+        retrying = self._retrying[surface.name]
         edit_id: str | None = None
         if item.outbound.edit_of_outbox_id is not None:
             target = await self.repo.get(item.outbound.edit_of_outbox_id)
             if target is None or target.state == "failed":
                 await self.repo.mark_failed(item.id, "the message to edit was never delivered")
-                return True
+                return
             if target.state == "pending":
-                return False  # deliver the original first; this edit stays pending
+                return  # deliver the original first; this edit stays pending
             edit_id = target.platform_message_id
         try:
             platform_id = await surface.deliver(item, edit_id)
@@ -116,10 +128,12 @@ class OutboxService:
             if exc.transient and item.attempts + 1 < MAX_ATTEMPTS:
                 delay = backoff_s(item.attempts, exc.retry_after)
                 await self.repo.mark_retry(item.id, str(exc), iso(utcnow() + timedelta(seconds=delay)))
+                retrying.add(item.id)
                 log.warning("outbox_retry id=%s surface=%s in_s=%.1f error=%s", item.id, surface.name, delay, exc)
             else:
                 await self.repo.mark_failed(item.id, str(exc))
+                retrying.discard(item.id)
                 log.error("outbox_failed id=%s surface=%s error=%s", item.id, surface.name, exc)
-            return True
+            return
         await self.repo.mark_sent(item.id, platform_id)
-        return True
+        retrying.discard(item.id)

@@ -18,7 +18,7 @@ from typing import Any
 from gateway.access import Access
 from gateway.config import Config
 from gateway.context import TurnContext
-from gateway.history import fit_history, to_chat
+from gateway.history import HistoryWindows, to_chat
 from gateway.llm.types import ChatMessage, ModelClient, ModelUnavailable, ToolSchema
 from gateway.outbox import OutboxService
 from gateway.prompt import system_prompt
@@ -53,6 +53,7 @@ class Runtime:
         self.commands: CommandHandler | None = None
         self.sessions = Sessions(store)
         self.messages = Messages(store)
+        self.windows = HistoryWindows(self.messages, config.runtime.context_budget)
         self.inbound_log = InboundLog(store)
         self._lanes: dict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._tasks: set[asyncio.Task[None]] = set()
@@ -164,7 +165,7 @@ class Runtime:
                          exclude: set[str] = frozenset()) -> str | None:
         """Run the model on the session until it answers. Returns the final text (None when the turn
         ended by asking the user a question)."""
-        rows = await self.messages.recent_within(session.id, session.epoch, self.config.runtime.context_budget)
+        rows = await self.windows.load(session.id, session.epoch)
         already = any(m.turn_id == turn_id for m in rows)  # a re-run after a crash: continue, don't repeat
         if not already:
             new = MessageRecord(session_id=session.id, epoch=session.epoch, turn_id=turn_id,
@@ -179,14 +180,15 @@ class Runtime:
         selection = select_toolsets(user_text or event or "", has_attachments=has_attachments,
                                     recent=self._recent_toolsets(rows, turn_id), pins=session.pinned_toolsets,
                                     available=available)
-        await self.sessions.update(session.id, last_selection=selection.model_dump())
+        if selection.model_dump() != session.last_selection:  # usually unchanged: skip the write
+            await self.sessions.update(session.id, last_selection=selection.model_dump())
         ctx = TurnContext(store=self.store, user_key=session.user_key, session_id=session.id, origin=session.origin,
                           tz=self.config.tz, turn_id=turn_id, services=self.services, enqueue=self.outbox.enqueue,
                           available={ts.name: ts for ts in available}, loaded=set(selection.names))
         memory = await memory_prompt(self.store, session.user_key, self.config.runtime.memory_max_chars)
         convo = [ChatMessage(role="system", content=system_prompt(ctx.now(), session.surface, memory,
                                                                   self.config.runtime.instructions))]
-        convo += fit_history(rows, self.config.runtime.context_budget)
+        convo += self.windows.view(session.id, rows)
         loader = loader_tool(available)
         for _ in range(self.config.runtime.max_tool_rounds):
             tools = tools_for(sorted(ctx.loaded), available, loader)

@@ -56,6 +56,17 @@ class Messages:
 
         return await self.store.run(op)
 
+    async def after(self, session_id: str, epoch: int, after_id: int) -> list[MessageRecord]:
+        """Messages of the session's epoch newer than `after_id`, oldest first."""
+
+        def op(db: Database) -> list[MessageRecord]:
+            rows = db.execute_returning_dicts(
+                "SELECT * FROM messages WHERE session_id = ? AND epoch = ? AND id > ? ORDER BY id",
+                [session_id, epoch, after_id])
+            return [row_to(MessageRecord, r, _JSON) for r in rows]
+
+        return await self.store.run(op)
+
     async def recent_within(self, session_id: str, epoch: int, budget_chars: int) -> list[MessageRecord]:
         """The newest whole turns of the session's current epoch whose text fits `budget_chars`
         (at least the newest turn), oldest first. Sizes are summed on raw rows, so a months-long

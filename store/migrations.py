@@ -174,3 +174,30 @@ def m001_core(db: Database) -> None:
         """
     )
     db["messages"].enable_fts(["content"], create_triggers=True, tokenize="trigram")
+
+
+@MIGRATIONS()
+def m002_fts_conversation_only(db: Database) -> None:
+    """Index only what people wrote and read (user and assistant text), not tool results: search never
+    returned them, and a large tool result cost a trigram index entry per character on every insert."""
+    db.executescript(
+        """
+        DROP TRIGGER messages_ai;
+        DROP TRIGGER messages_ad;
+        DROP TRIGGER messages_au;
+        CREATE TRIGGER messages_ai AFTER INSERT ON messages WHEN new.role IN ('user', 'assistant') BEGIN
+            INSERT INTO messages_fts (rowid, content) VALUES (new.rowid, new.content);
+        END;
+        CREATE TRIGGER messages_ad AFTER DELETE ON messages WHEN old.role IN ('user', 'assistant') BEGIN
+            INSERT INTO messages_fts (messages_fts, rowid, content) VALUES ('delete', old.rowid, old.content);
+        END;
+        CREATE TRIGGER messages_au AFTER UPDATE ON messages WHEN old.role IN ('user', 'assistant') BEGIN
+            INSERT INTO messages_fts (messages_fts, rowid, content) VALUES ('delete', old.rowid, old.content);
+            INSERT INTO messages_fts (rowid, content) SELECT new.rowid, new.content
+                WHERE new.role IN ('user', 'assistant');
+        END;
+        INSERT INTO messages_fts (messages_fts) VALUES ('delete-all');
+        INSERT INTO messages_fts (rowid, content)
+            SELECT id, content FROM messages WHERE role IN ('user', 'assistant');
+        """
+    )

@@ -61,17 +61,10 @@ class Outbox:
 
         return await self.store.run(op)
 
-    async def pending_count(self, surface: str | None = None) -> int:
-        sql, args = "SELECT count(*) FROM outbox WHERE state = 'pending'", []
-        if surface:
-            sql += " AND surface = ?"
-            args.append(surface)
-        return await self.store.run(lambda db: int(db.execute(sql, args).fetchone()[0]))
-
     async def mark_sent(self, item_id: int, platform_message_id: str | None) -> None:
-        await self.store.run(lambda db: db["outbox"].update(
-            item_id, {"state": "sent", "platform_message_id": platform_message_id, "sent_at": iso(utcnow()),
-                      "error": None}))
+        await self.store.run(lambda db: db.execute(
+            "UPDATE outbox SET state = 'sent', platform_message_id = ?, sent_at = ?, error = NULL WHERE id = ?",
+            [platform_message_id, iso(utcnow()), item_id]))
 
     async def mark_retry(self, item_id: int, error: str, next_attempt_at: str) -> None:
         await self.store.run(lambda db: db.execute(
