@@ -83,3 +83,13 @@ async def test_anthropic_provider_end_to_end(start_console, make_config, model):
     model.script(tool_call("task_create", {"title": "call mum"}), reply("Added."))
     assert (await harness.say("add call mum")).strip() == "Added."
     assert model.requests[0].path.endswith("/v1/messages")
+
+
+async def test_history_picks_up_messages_written_by_another_process(console, model):
+    await console.say("first")
+    # e.g. a follow-up turn that a CLI approval ran in another process, written straight to the store
+    await Messages(console.gw.store).add(MessageRecord(session_id="console:local", turn_id="elsewhere",
+                                                       role="event", content="written elsewhere"))
+    await console.say("second")
+    contents = [m["content"] for m in model.requests[-1].messages]
+    assert contents[-4:] == ["first", "echo: first", "[event] written elsewhere", "second"]
