@@ -25,14 +25,16 @@ class Sessions:
 
     async def get_or_create(self, session_id: str, origin: Origin, user_key: str, kind: str = "chat") -> SessionRecord:
         def op(db: Database) -> SessionRecord:
-            now = iso(utcnow())
-            db.execute(
-                "INSERT OR IGNORE INTO sessions (id, surface, chat_id, thread_id, user_key, kind, created_at, updated_at)"
-                " VALUES (?,?,?,?,?,?,?,?)",
-                [session_id, origin.surface, origin.chat_id, origin.thread_id, user_key, kind, now, now],
-            )
-            row = db["sessions"].get(session_id)
-            return row_to(SessionRecord, row, _JSON)
+            rows = db.execute_returning_dicts("SELECT * FROM sessions WHERE id = ?", [session_id])
+            if not rows:  # read first: an existing session (every turn but the first) costs no write
+                now = iso(utcnow())
+                db.execute(
+                    "INSERT OR IGNORE INTO sessions (id, surface, chat_id, thread_id, user_key, kind, created_at,"
+                    " updated_at) VALUES (?,?,?,?,?,?,?,?)",
+                    [session_id, origin.surface, origin.chat_id, origin.thread_id, user_key, kind, now, now],
+                )
+                rows = db.execute_returning_dicts("SELECT * FROM sessions WHERE id = ?", [session_id])
+            return row_to(SessionRecord, rows[0], _JSON)
 
         return await self.store.run(op)
 
