@@ -199,3 +199,11 @@ async def test_approvals_command_lists_pending(gated, model):
     approval_id = await held(gated, model)
     assert approval_id in await gated.say("/approvals")
     assert "No approval nope" in await gated.say("/approve nope")
+
+
+def test_approval_ids_are_unguessable_and_shell_safe():
+    from gateway.approvals import new_approval_id
+
+    ids = {new_approval_id() for _ in range(2000)}
+    assert len(ids) == 2000
+    assert all(len(i) == 16 and i.isalnum() for i in ids)
