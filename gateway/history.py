@@ -10,10 +10,13 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import groupby
+from typing import TypeVar
 
 from gateway.llm.types import ChatMessage
 from store.messages import Messages
 from store.records import MessageRecord
+
+T = TypeVar("T")
 
 
 def to_chat(msg: MessageRecord) -> ChatMessage:
@@ -64,12 +67,20 @@ class _Window:
     sizes: dict[int, int] = field(default_factory=dict)  # and already measured
 
     def size(self, msg: MessageRecord) -> int:
-        if msg.id is None:
-            return _size(msg)
-        known = self.sizes.get(msg.id)
-        if known is None:
-            known = self.sizes[msg.id] = _size(msg)
-        return known
+        return _once(self.sizes, msg, _size)
+
+    def chat(self, msg: MessageRecord) -> ChatMessage:
+        return _once(self.chats, msg, to_chat)
+
+
+def _once(cache: dict[int, T], msg: MessageRecord, compute: Callable[[MessageRecord], T]) -> T:
+    """`compute(msg)`, remembered by row id for stored rows (rows of the running turn have no id yet)."""
+    if msg.id is None:
+        return compute(msg)
+    value = cache.get(msg.id)
+    if value is None:
+        value = cache[msg.id] = compute(msg)
+    return value
 
 
 class HistoryWindows:
@@ -109,16 +120,7 @@ class HistoryWindows:
         window = self._windows.get(session_id)
         if window is None:
             return fit_history(rows, self.budget)
-
-        def convert(msg: MessageRecord) -> ChatMessage:
-            if msg.id is None:
-                return to_chat(msg)
-            chat = window.chats.get(msg.id)
-            if chat is None:
-                chat = window.chats[msg.id] = to_chat(msg)
-            return chat
-
-        return fit_history(rows, self.budget, convert, window.size)
+        return fit_history(rows, self.budget, window.chat, window.size)
 
 
 def _drop_orphans(msgs: list[ChatMessage]) -> list[ChatMessage]:
