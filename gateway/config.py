@@ -172,7 +172,9 @@ def load_config(explicit: str | None = None) -> Config:
     if not path.exists():
         if required:
             raise ConfigError(f"config file {path} does not exist (copy config.example.toml to start)")
-        return Config()
+        cfg = Config()
+        cfg.source = f"{path} (not created yet: copy config.example.toml there)"
+        return cfg
     try:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
