@@ -93,3 +93,29 @@ async def test_history_picks_up_messages_written_by_another_process(console, mod
     await console.say("second")
     contents = [m["content"] for m in model.requests[-1].messages]
     assert contents[-4:] == ["first", "echo: first", "[event] written elsewhere", "second"]
+
+
+async def test_context_stays_bounded_turn_after_turn(start_console, make_config, model):
+    harness = await start_console(make_config(runtime={"context_budget": 6000}))
+    for i in range(8):
+        await harness.say(f"long message {i} " + "y" * 1500)
+    for request in model.requests[1:]:
+        chars = sum(len(m.get("content") or "") for m in request.messages[1:])
+        assert chars <= 6000 + 1600  # the budget, plus the newest turn which is always kept
+    assert "long message 0" not in str(model.requests[-1].messages)
+
+
+async def test_an_inbound_recovered_twice_runs_once(start_console, make_config, model):
+    from store.inbound import InboundLog
+    from store.records import Inbound
+
+    cfg = make_config()
+    first = await start_console(cfg)
+    await first.gw.stop()
+    async with __import__("store").Store(cfg.store_path) as store:  # recorded, never run (a crash)
+        await InboundLog(store).accept(Inbound(surface="console", chat_id="local", user_id="owner", text="hi"), "k1")
+    second = await start_console(cfg)  # start() recovers it ...
+    await second.gw.runtime.recover()  # ... and a second recovery while it runs must not run it again
+    await second.gw.idle()
+    assert len(model.requests) == 1
+    assert second.new_output() == "echo: hi\n"
