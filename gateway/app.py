@@ -33,6 +33,7 @@ from toolsets.registry import TOOLSETS
 log = logging.getLogger(__name__)
 
 _DEFAULT: Any = object()
+CHOICE_DEBOUNCE_S = 5.0
 
 OUTCOME_TEXT = {
     "succeeded": "was approved by {by} and has run. Result: {result}",
@@ -60,6 +61,7 @@ class Gateway:
         self.started: dict[str, str] = {}  # surface name -> "up" | "down: <why>"
         self._background: list[asyncio.Task[None]] = []
         self._stopped = False
+        self._recent_choices: dict[str, float] = {}  # clarify presses, for the double-tap debounce
 
     def _default_model(self) -> ModelClient | None:
         cfg = self.config.model
@@ -155,8 +157,15 @@ class Gateway:
         if action in ("approve", "deny"):
             return await self.approvals.decide(value, user_key, approve=action == "approve")
         if action == "clarify":
-            await self.receive(Inbound(surface=surface, chat_id=origin.chat_id, thread_id=origin.thread_id,
-                                       user_id=user_id, text=value))
+            # A double tap on a phone must not answer twice: the same choice in the same chat within a
+            # few seconds is one answer.
+            key = f"{user_key}|{origin.key()}|{value}"
+            now = asyncio.get_running_loop().time()
+            self._recent_choices = {k: t for k, t in self._recent_choices.items() if now - t < CHOICE_DEBOUNCE_S}
+            if key not in self._recent_choices:
+                self._recent_choices[key] = now
+                await self.receive(Inbound(surface=surface, chat_id=origin.chat_id, thread_id=origin.thread_id,
+                                           user_id=user_id, text=value))
             return f"You chose: {value}"
         return "Unknown button."
 

@@ -59,3 +59,19 @@ async def test_unknown_user_gets_a_pairing_code_and_no_model_turn(start_console,
     await gw.receive(Inbound(surface="telegram", chat_id="1", user_id="1", text="yo"))
     await gw.idle()
     assert (await Outbox(gw.store).due("telegram"))[-1].outbound.text == "echo: yo"
+
+
+async def test_clarify_buttons_answer_once_even_when_double_tapped(console, model):
+    from tests.fixtures.model import reply, tool_call
+
+    model.script(tool_call("clarify", {"question": "Which one?", "options": ["Tea", "Coffee"]}))
+    out = await console.say("help me choose a drink")
+    assert "Which one?" in out and "1. Tea" in out
+    answers = [await console.gw.press("console", "owner", "clarify", "Coffee", console.console.origin)
+               for _ in range(2)]
+    model.script(reply("Coffee it is."))
+    await console.gw.idle()
+    assert answers == ["You chose: Coffee"] * 2
+    assert console.new_output() == "Coffee it is.\n"
+    assert len(model.requests) == 2  # the question, then one answer
+    assert model.requests[-1].messages[-1]["content"] == "Coffee"
