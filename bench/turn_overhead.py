@@ -5,7 +5,9 @@ against the local fake model (zero think time), which runs in its own process so
 Messages and replies have typical chat lengths (~80 and ~400 characters), so after a few hundred turns
 the session's context is full (the 48,000-character default budget) and every turn pays for a full
 window, as a months-long Telegram DM does. The model client is wrapped to time each request, and the
-overhead of a turn is its wall time minus the time spent inside model calls. A quarter of the turns call
+overhead of a turn is its wall time minus the time spent inside model calls, measured twice: until the
+reply is handed to the surface (what the person waits for) and until everything the turn caused has
+settled (the inbound marked done, the delivery recorded). A quarter of the turns call
 a tool (task_create then a reply), the rest are plain replies.
 
     .venv/bin/python bench/turn_overhead.py [--turns 400]
@@ -64,25 +66,39 @@ async def main(turns: int) -> None:
                             "store": {"path": f"{tmp}/anyy.db"}}, "bench")
         model = TimedModel(make_client(cfg.model, "k"))
         console = ConsoleSurface(out=io.StringIO())
+        delivered: list[float] = []
+        deliver = console.deliver
+
+        async def timed_deliver(item, edit_id):  # type: ignore[no-untyped-def]
+            delivered.append(time.perf_counter())
+            return await deliver(item, edit_id)
+
+        console.deliver = timed_deliver  # type: ignore[method-assign]
         gw = Gateway(cfg, surfaces=[console], model=model)
         await gw.start()
-        overhead, totals = [], []
+        overhead, visible, totals = [], [], []
         for i in range(turns + 20):
             spent0 = model.spent
+            delivered.clear()
             t0 = time.perf_counter()
             await console.send_line(f"add a task number {i}" if i % 4 == 0 else
                                     f"message {i}: could you tell me a bit more about the plan for the weekend?")
             await gw.idle()
             wall = time.perf_counter() - t0
             if i >= 20:  # warm-up turns excluded
+                model_s = model.spent - spent0
                 totals.append(wall * 1000)
-                overhead.append((wall - (model.spent - spent0)) * 1000)
+                overhead.append((wall - model_s) * 1000)
+                visible.append((delivered[0] - t0 - model_s) * 1000)
         await gw.stop()
     fake.terminate()
     await fake.wait()
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"turns={turns} (1 in 4 with a tool call)")
-    print(f"gateway overhead per turn: p50={statistics.median(overhead):.2f} ms p99={pct(overhead, 99):.2f} ms")
+    print(f"gateway overhead until the reply is on screen: p50={statistics.median(visible):.2f} ms "
+          f"p99={pct(visible, 99):.2f} ms")
+    print(f"gateway overhead until everything settled: p50={statistics.median(overhead):.2f} ms "
+          f"p99={pct(overhead, 99):.2f} ms")
     print(f"turn wall time incl. local model HTTP: p50={statistics.median(totals):.2f} ms p99={pct(totals, 99):.2f} ms")
     print(f"peak RSS: {rss_mb:.0f} MB")
 
