@@ -29,6 +29,7 @@ class TurnContext:
     enqueue: Enqueue
     available: dict[str, Toolset] = field(default_factory=dict)
     loaded: set[str] = field(default_factory=set)
+    has_buttons: bool = False  # whether the surface renders buttons (else options are listed in the text)
     ended: bool = False  # set by ask(): the turn stops after this tool round
     _sends: int = 0
 
@@ -51,7 +52,7 @@ class TurnContext:
         self._sends += 1
         buttons = [Button(label=o, action="clarify", value=o) for o in options]
         text = question
-        if options and self.origin.surface == "console":
+        if options and not self.has_buttons:  # e.g. the console: the person types the answer
             text += "\n" + "\n".join(f"  {i}. {o}" for i, o in enumerate(options, 1))
         return await self.enqueue(Outbound(origin=self.origin, text=text, buttons=buttons),
                                   f"{self.turn_id}:ask:{self._sends}")

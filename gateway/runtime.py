@@ -184,7 +184,8 @@ class Runtime:
             await self.sessions.update(session.id, last_selection=selection.model_dump())
         ctx = TurnContext(store=self.store, user_key=session.user_key, session_id=session.id, origin=session.origin,
                           tz=self.config.tz, turn_id=turn_id, services=self.services, enqueue=self.outbox.enqueue,
-                          available={ts.name: ts for ts in available}, loaded=set(selection.names))
+                          available={ts.name: ts for ts in available}, loaded=set(selection.names),
+                          has_buttons=self._has_buttons(session.surface))
         memory = await memory_prompt(self.store, session.user_key, self.config.runtime.memory_max_chars)
         convo = [ChatMessage(role="system", content=system_prompt(ctx.now(), session.surface, memory,
                                                                   self.config.runtime.instructions))]
@@ -222,6 +223,10 @@ class Runtime:
                                    user_key=session.user_key, meta=outcome.meta)
             await self.messages.add(result)
             convo.append(ChatMessage(role="tool", content=outcome.visible, tool_call_id=call.id, name=call.name))
+
+    def _has_buttons(self, surface_name: str) -> bool:
+        surface = self.outbox.surfaces.get(surface_name)
+        return surface is not None and surface.has_buttons
 
     def _schema(self, tool: Tool) -> ToolSchema:
         """Tool schemas are immutable: build each provider-neutral schema object once."""

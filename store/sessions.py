@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from sqlite_utils import Database
@@ -60,6 +59,3 @@ class Sessions:
 
         return await self.store.run(op)
 
-
-def decode_json(text: str | None) -> Any:
-    return json.loads(text) if text else None
