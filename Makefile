@@ -22,7 +22,9 @@ test: $(STAMP)  ## the whole test suite (starts its own local servers)
 	$(BIN)/pytest
 
 bench: $(STAMP)  ## the benchmarks in bench/, figures recorded in docs/benchmarks.md
-	for f in bench/*.py; do $(BIN)/python $$f || exit 1; done
+	$(BIN)/python bench/turn_overhead.py
+	$(BIN)/python bench/selection.py
+	$(BIN)/python bench/automations.py
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache
