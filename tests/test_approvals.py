@@ -40,7 +40,7 @@ async def test_approve_once_executes_once_and_the_conversation_continues(gated, 
     out = await gated.say(f"/approve {approval_id}")
     assert EXECUTED == ["n1"]
     assert "Approved; running it now." in out
-    assert f"(update to message" in out and "✅ Approved — done" in out  # the prompt message was edited
+    assert "(update to message" in out and "✅ Approved — done" in out  # the prompt message was edited
     rec = await Approvals(gated.gw.store).get(approval_id)
     assert rec.state == "succeeded" and rec.result == "recorded n1" and rec.decided_by == "console:owner"
     # the outcome entered the session and the model followed up once

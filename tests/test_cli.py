@@ -3,42 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-import sys
 from pathlib import Path
 
-import pytest
-
 from tests.fixtures.model import hang
-
-ANYY = [sys.executable, "-m", "gateway.cli"]
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ANYY_")}
-    env.update(HOME=str(tmp_path), ANYY_HOME=str(tmp_path / "data"), PYTHONUNBUFFERED="1")
-    return env
-
-
-def write_config(tmp_path: Path, text: str) -> str:
-    path = tmp_path / "config.toml"
-    path.write_text(text)
-    return str(path)
-
-
-def model_config(tmp_path: Path, model) -> str:  # type: ignore[no-untyped-def]
-    return write_config(tmp_path, f'[model]\nbase_url = "{model.url_openai}"\nmodel = "fake-1"\n'
-                                  "timeout_s = 10\nmax_retries = 0\n")
-
-
-async def anyy(*args: str, env: dict[str, str], stdin: str = "", timeout: float = 60) -> tuple[int, str, str]:
-    proc = await asyncio.create_subprocess_exec(*ANYY, *args, env=env, stdin=asyncio.subprocess.PIPE,
-                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    out, err = await asyncio.wait_for(proc.communicate(stdin.encode()), timeout)
-    return proc.returncode or 0, out.decode(), err.decode()
-
+from tests.support.cli import ANYY, anyy, model_config, write_config
 
 async def test_piped_chat_prints_each_reply_in_order_and_exits(tmp_path, home, model):
     cfg = model_config(tmp_path, model)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from tests.fixtures.model import reply, tool_call
-from tests.test_cli import anyy, home, write_config  # noqa: F401  (home is a fixture)
+from tests.support.cli import anyy, write_config
 
 
 def gated_config(tmp_path, model) -> str:  # type: ignore[no-untyped-def]
@@ -13,7 +13,7 @@ def gated_config(tmp_path, model) -> str:  # type: ignore[no-untyped-def]
                                   '[tool_governance]\noverrides = { task_create = { execution = "confirm" } }\n')
 
 
-async def test_approve_from_the_shell_runs_the_held_call_once(tmp_path, home, model):  # noqa: F811
+async def test_approve_from_the_shell_runs_the_held_call_once(tmp_path, home, model):
     cfg = gated_config(tmp_path, model)
     model.script(tool_call("task_create", {"title": "file taxes"}), reply("Waiting for your approval."))
     code, out, err = await anyy("chat", "--config", cfg, env=home, stdin="add task file taxes\n")
@@ -35,7 +35,7 @@ async def test_approve_from_the_shell_runs_the_held_call_once(tmp_path, home, mo
         assert action in out
 
 
-async def test_deny_from_the_shell_and_unknown_pairing_codes(tmp_path, home, model):  # noqa: F811
+async def test_deny_from_the_shell_and_unknown_pairing_codes(tmp_path, home, model):
     cfg = gated_config(tmp_path, model)
     model.script(tool_call("task_create", {"title": "x"}), reply("asked"))
     _, out, _ = await anyy("chat", "--config", cfg, env=home, stdin="add a task: x\n")

@@ -3,7 +3,7 @@
 import re
 
 from tests.fixtures.model import reply, tool_call
-from tests.test_cli import anyy, home  # noqa: F401  (home is a fixture)
+from tests.support.cli import anyy
 
 
 async def test_remind_command_arrives_once_in_the_console(console, model):
@@ -44,7 +44,7 @@ async def test_cancel_and_bad_input(console, model):
     assert "Usage: /cancel <id>" in await console.say("/cancel")
 
 
-async def test_cli_lists_and_deletes_automations(tmp_path, home, model):  # noqa: F811
+async def test_cli_lists_and_deletes_automations(tmp_path, home, model):
     _, out, err = await anyy("chat", env=home, stdin="/remind 1h water the plants\n")
     assert "water the plants" in out, err
     code, out, _ = await anyy("automations", "list", env=home)

@@ -3,10 +3,6 @@ against the fake Slack and the fake model; and `anyy run` as a subprocess config
 
 from __future__ import annotations
 
-import asyncio
-import os
-import signal
-import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -20,6 +16,7 @@ from gateway.surfaces.slack import SlackSurface
 from tests.fixtures.model import FakeModel, reply, tool_call
 from tests.fixtures.slack import ApiCall, FakeSlack
 from tests.support import side_effects
+from tests.support.resident import resident, run_config
 from tests.support.side_effects import EXECUTED, TESTING
 from tests.support.slack_events import APP_TOKEN, BOT_TOKEN, OWNER, STRANGER, dm, event_body, press_body
 from toolsets.registry import TOOLSETS
@@ -106,38 +103,16 @@ async def test_approval_buttons_owner_executes_once_stranger_is_refused(gateway:
 
 
 async def test_anyy_run_answers_a_slack_dm(slack_fake: FakeSlack, model: FakeModel, tmp_path: Path) -> None:
-    config = tmp_path / "config.toml"
-    config.write_text(f"""
-[model]
-base_url = "{model.url_openai}"
-model = "fake-1"
-timeout_s = 5
-max_retries = 1
-
-[store]
-path = "{tmp_path / 'anyy.db'}"
-
-[slack]
+    config = run_config(tmp_path, model, f"""[slack]
 base_url = "{slack_fake.base_url}"
 allowed_users = ["{OWNER}"]
-socket_stale_s = 30
-""", encoding="utf-8")
-    env = {**os.environ, "ANYY_HOME": str(tmp_path / "home"), "ANYY_TOOL_RESULTS_DIR": str(tmp_path / "results"),
-           "SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_APP_TOKEN": APP_TOKEN}
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "gateway.cli", "run", "--config", str(config), env=env,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    try:
+socket_stale_s = 30""")
+    async with resident(tmp_path, config, {"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_APP_TOKEN": APP_TOKEN}) as anyy:
         await slack_fake.connections.wait(timeout=60)
         envelope = await slack_fake.send_envelope("events_api", event_body(dm("hi from slack")))
         await slack_fake.acks.wait(lambda a: a.envelope_id == envelope, timeout=15)
         answer = (await slack_fake.calls.wait(is_post, timeout=15))[0].args
         assert (answer["channel"], answer["text"]) == ("D0001", "echo: hi from slack")
-        process.send_signal(signal.SIGTERM)
-        _, stderr = await asyncio.wait_for(process.communicate(), 30)
-        assert process.returncode == 0, stderr.decode()
-        assert b"slack: up" in stderr and BOT_TOKEN.encode() not in stderr
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
+        assert await anyy.terminate(30) == 0, anyy.output()
+    output = anyy.output()
+    assert "slack: up" in output and BOT_TOKEN not in output

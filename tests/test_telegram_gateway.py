@@ -4,11 +4,7 @@ as a subprocess configured against both fakes."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import os
-import signal
-import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -21,6 +17,7 @@ from gateway.config import Config
 from gateway.surfaces.telegram import TelegramSurface
 from tests.fixtures.model import FakeModel, reply, tool_call
 from tests.support import side_effects
+from tests.support.resident import resident, run_config
 from tests.support.side_effects import EXECUTED, TESTING
 from tests.support.telegram_api import GROUP_ID, OWNER_ID, FakeBot
 from toolsets.registry import TOOLSETS
@@ -148,41 +145,17 @@ async def test_message_sent_while_down_is_answered_after_restart(tg: FakeBot, mo
 
 
 async def test_anyy_run_serves_telegram(tg: FakeBot, model: FakeModel, tmp_path: Path) -> None:
-    config = tmp_path / "config.toml"
-    config.write_text(f"""
-[model]
-base_url = "{model.url_openai}"
-model = "fake-1"
-timeout_s = 5
-max_retries = 1
-
-[store]
-path = "{tmp_path / 'anyy.db'}"
-
-[telegram]
+    config = run_config(tmp_path, model, f"""[telegram]
 base_url = "{tg.base_url}"
 base_file_url = "{tg.base_file_url}"
 allowed_users = [{OWNER_ID}]
-poll_timeout_s = 10
-""", encoding="utf-8")
-    env = {**os.environ, "TELEGRAM_BOT_TOKEN": tg.token, "OPENAI_API_KEY": "test-key",
-           "ANYY_HOME": str(tmp_path / "home"), "ANYY_TOOL_RESULTS_DIR": str(tmp_path / "results")}
-    log_path = tmp_path / "anyy.log"
-    with log_path.open("wb") as log_file:
-        proc = await asyncio.create_subprocess_exec(
-            str(Path(sys.executable).parent / "anyy"), "run", "--config", str(config), env=env,
-            stdin=asyncio.subprocess.DEVNULL, stdout=log_file, stderr=log_file)
-        try:
-            await tg.wait_calls("getUpdates", timeout=60)  # polling: the surface is up
-            tg.message("hello from the phone")
-            await tg.wait_calls("sendMessage", timeout=30)
-            proc.send_signal(signal.SIGTERM)
-            assert await asyncio.wait_for(proc.wait(), 60) == 0
-        finally:
-            if proc.returncode is None:
-                proc.kill()
-                await proc.wait()
+poll_timeout_s = 10""")
+    async with resident(tmp_path, config, {"TELEGRAM_BOT_TOKEN": tg.token, "OPENAI_API_KEY": "test-key"}) as anyy:
+        await tg.wait_calls("getUpdates", timeout=60)  # polling: the surface is up
+        tg.message("hello from the phone")
+        await tg.wait_calls("sendMessage", timeout=30)
+        assert await anyy.terminate() == 0
     assert texts(tg) == ["echo: hello from the phone"]
-    output = log_path.read_text(encoding="utf-8")
+    output = anyy.output()
     assert "telegram: up" in output
     assert tg.token not in output and "hello from the phone" not in output  # no secrets, no bodies
