@@ -16,6 +16,7 @@ from datetime import timedelta
 
 from pydantic import BaseModel, ValidationError
 
+from gateway.background import Background
 from gateway.config import Config
 from store.approvals import Approvals
 from store.db import Store
@@ -58,7 +59,7 @@ class ApprovalService:
         self.enqueue = enqueue
         self.context_for = context_for
         self.on_outcome = on_outcome
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._running = Background()  # executions started by decisions and by recovery
 
     # -- holding a call ---------------------------------------------------------------------------
 
@@ -124,22 +125,16 @@ class ApprovalService:
         done = await self.repo.transition(approval_id, ("pending",), "approved", actor, **fields)
         if done is None:
             return "Already decided; nothing changed."
-        self._spawn(self.execute(approval_id))
+        self._running.spawn(self.execute(approval_id))
         return "Approved; running it now."
-
-    def _spawn(self, coro: Awaitable[None]) -> None:
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
 
     @property
     def idle(self) -> bool:
-        return not self._tasks
+        return self._running.idle
 
     async def drain(self) -> None:
         """Wait for executions started by decisions (used at shutdown and by tests)."""
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        await self._running.wait()
 
     # -- executing --------------------------------------------------------------------------------
 
@@ -219,7 +214,7 @@ class ApprovalService:
                     f"approval:{done.id}:unknown-notice")
                 await self._finish(done)
         for approval_id in await self.repo.ids_in_state("approved"):
-            self._spawn(self.execute(approval_id))
+            self._running.spawn(self.execute(approval_id))
 
     async def run_sweeper(self, every_s: float = 60.0) -> None:
         while True:

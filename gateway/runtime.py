@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from gateway.access import Access
+from gateway.background import Background
 from gateway.config import Config
 from gateway.context import TurnContext
 from gateway.history import HistoryWindows, to_chat
@@ -56,7 +57,7 @@ class Runtime:
         self.windows = HistoryWindows(self.messages, config.runtime.context_budget)
         self.inbound_log = InboundLog(store)
         self._lanes: dict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._turns = Background()
         self._tool_toolset = {t.name: ts.name for ts in toolsets for t in ts.tools}
         self._schemas: dict[str, ToolSchema] = {}
         self.accepting = True
@@ -77,31 +78,25 @@ class Runtime:
         # turn is left pending for the next start instead of racing the store closing.
         if self.accepting and queue_id not in self._submitted:
             self._submitted.add(queue_id)
-            self._spawn(self._handle(queue_id, inbound))
+            self._turns.spawn(self._handle(queue_id, inbound))
 
     def resume(self, session_id: str, event: str, dedupe: str) -> None:
         """Add an event (e.g. an approval outcome) to a session and let the model follow up once."""
-        self._spawn(self._follow_up(session_id, event, dedupe))
+        self._turns.spawn(self._follow_up(session_id, event, dedupe))
 
     @property
     def idle(self) -> bool:
-        return not self._tasks
+        return self._turns.idle
 
     async def wait_idle(self) -> None:
         """Wait until every queued turn has finished (tests, shutdown)."""
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        await self._turns.wait()
 
     async def recover(self) -> None:
         """Re-run turns that a crash interrupted (recorded but not finished)."""
         for queue_id, inbound in await self.inbound_log.pending():
             log.info("turn_recovered queue_id=%s surface=%s", queue_id, inbound.surface)
             self.submit(queue_id, inbound)
-
-    def _spawn(self, coro: Awaitable[None]) -> None:
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
 
     # -- one inbound ------------------------------------------------------------------------------
 

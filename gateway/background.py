@@ -1,0 +1,27 @@
+"""Tracked background work: tasks that shutdown (and tests) can wait for, never silently dropped."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+
+
+class Background:
+    """A set of running tasks. `spawn` keeps a reference (asyncio holds tasks only weakly) and `wait`
+    returns once none is left, including tasks spawned while waiting."""
+
+    def __init__(self) -> None:
+        self._tasks: set[asyncio.Future[None]] = set()
+
+    def spawn(self, coro: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    @property
+    def idle(self) -> bool:
+        return not self._tasks
+
+    async def wait(self) -> None:
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
