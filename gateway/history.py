@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from itertools import groupby
 from typing import TypeVar
 
 from gateway.llm.types import ChatMessage
@@ -38,17 +37,17 @@ def _size(msg: MessageRecord) -> int:
 def newest_turns(messages: list[MessageRecord], budget_chars: int,
                  size: Callable[[MessageRecord], int] = _size) -> list[MessageRecord]:
     """The newest whole turns whose total size fits `budget_chars` (the newest turn is always kept,
-    even when it alone is larger)."""
-    turns = [list(g) for _, g in groupby(messages, key=lambda m: m.turn_id)]
-    kept: list[list[MessageRecord]] = []
-    used = 0
-    for turn in reversed(turns):
-        size_of_turn = sum(size(m) for m in turn)
-        if kept and used + size_of_turn > budget_chars:
+    even when it alone is larger). A turn is a run of consecutive messages with one turn id."""
+    used, start = 0, len(messages)
+    while start > 0:
+        turn_id, first, turn_size = messages[start - 1].turn_id, start, 0
+        while first > 0 and messages[first - 1].turn_id == turn_id:
+            first -= 1
+            turn_size += size(messages[first])
+        if start < len(messages) and used + turn_size > budget_chars:
             break
-        kept.append(turn)
-        used += size_of_turn
-    return [m for turn in reversed(kept) for m in turn]
+        used, start = used + turn_size, first
+    return messages[start:]
 
 
 def fit_history(messages: list[MessageRecord], budget_chars: int,
