@@ -231,13 +231,17 @@ class Runtime:
         return cached
 
     def _recent_toolsets(self, rows: list[MessageRecord], current_turn: str) -> list[str]:
-        turns: list[str] = []
-        for m in reversed(rows):
+        """Toolsets whose tools were called in the session's last RECENT_TURNS turns before this one."""
+        turns: set[str] = set()
+        used: set[str] = set()
+        for m in reversed(rows):  # newest first; stop once past the turns that count
             if m.turn_id != current_turn and m.turn_id not in turns:
-                turns.append(m.turn_id)
-        keep = set(turns[:RECENT_TURNS])
-        used = {self._tool_toolset.get(m.tool_name or "") for m in rows if m.role == "tool" and m.turn_id in keep}
-        return sorted(n for n in used if n)
+                if len(turns) == RECENT_TURNS:
+                    break
+                turns.add(m.turn_id)
+            if m.role == "tool" and m.turn_id != current_turn and m.tool_name in self._tool_toolset:
+                used.add(self._tool_toolset[m.tool_name])
+        return sorted(used)
 
 
 def _with_attachments(inbound: Inbound) -> str:

@@ -75,3 +75,16 @@ async def test_clarify_buttons_answer_once_even_when_double_tapped(console, mode
     assert console.new_output() == "Coffee it is.\n"
     assert len(model.requests) == 2  # the question, then one answer
     assert model.requests[-1].messages[-1]["content"] == "Coffee"
+
+
+async def test_toolsets_used_in_the_last_turns_stay_selected(console, model):
+    from tests.fixtures.model import reply, tool_call
+
+    model.script(tool_call("task_create", {"title": "bread"}), reply("Added bread."))
+    await console.say("add a task: bread")
+    await console.say("and milk too")  # no keyword: still selected because tasks was just used
+    assert "task_create" in model.requests[-1].tool_names
+    await console.say("nice weather")
+    assert "task_create" in model.requests[-1].tool_names  # used two turns back
+    await console.say("how are you")
+    assert model.requests[-1].tool_names == ["load_toolsets"]  # three turns back: no longer
