@@ -11,6 +11,7 @@ from zoneinfo import ZoneInfo
 from store.db import Store
 from store.records import Button, Origin, Outbound
 from toolsets.base import Toolset, ToolError
+from toolsets.untrusted import new_boundary, wrap
 
 Enqueue = Callable[[Outbound, str | None], Awaitable[int]]
 
@@ -31,6 +32,8 @@ class TurnContext:
     loaded: set[str] = field(default_factory=set)
     has_buttons: bool = False  # whether the surface renders buttons (else options are listed in the text)
     ended: bool = False  # set by ask(): the turn stops after this tool round
+    boundary: str = field(default_factory=new_boundary)  # closes this turn's untrusted blocks
+    external_sources: list[str] = field(default_factory=list)  # what outside content this turn has read
     _sends: int = 0
 
     def now(self) -> datetime:
@@ -64,3 +67,8 @@ class TurnContext:
                             f"available: {', '.join(self.available)}")
         self.loaded.update(names)
         return sorted(self.loaded)
+
+    def external(self, source: str, content: str) -> str:
+        if source not in self.external_sources:
+            self.external_sources.append(source)
+        return wrap(source, content, self.boundary)

@@ -63,6 +63,9 @@ class Descriptor(BaseModel):
     approval: ApprovalPolicy = ApprovalPolicy.NONE
     execution: ExecutionPolicy = ExecutionPolicy.DIRECT
     output_budget: OutputBudget = Field(default_factory=OutputBudget)
+    # What this tool writes later reaches the model as instructions (memory, automations, skills): after
+    # the turn has read external content, a call is held for the owner's approval.
+    steering: bool = False
 
 
 class ToolError(Exception):
@@ -114,6 +117,12 @@ class ToolContext(Protocol):
         """Make more toolsets visible for the rest of this turn; returns the names now loaded."""
         ...
 
+    def external(self, source: str, content: str) -> str:
+        """Wrap content that came from outside (an email, a web page, an MCP result) in the untrusted
+        block naming `source` (see `toolsets.untrusted`), and record that this turn has read external
+        content. Every tool that returns outside content passes it through here."""
+        ...
+
 
 Handler = Callable[..., Awaitable[Any]]
 PreviewFn = Callable[[ToolContext, BaseModel], Awaitable[Preview]]
@@ -158,6 +167,8 @@ class Toolset:
 
     `keywords` are regular expressions (English and Chinese) that make the selector pick this toolset;
     `requires` names the connector or service without which the toolset does not exist for the model.
+    `guests` shares the toolset with guests even when `[access] guest_toolsets` does not list it (an MCP
+    server configured with `guests = true`).
     """
 
     name: str
@@ -165,6 +176,7 @@ class Toolset:
     keywords: tuple[str, ...] = ()
     requires: str | None = None
     tools: list[Tool] = field(default_factory=list)
+    guests: bool = False
 
     def tool(
         self,
@@ -174,11 +186,12 @@ class Toolset:
         execution: ExecutionPolicy = ExecutionPolicy.DIRECT,
         visible_chars: int = 4000,
         stored_chars: int = 200_000,
+        steering: bool = False,
     ) -> Callable[[Handler], Tool]:
         """Decorator: turn `async def name(ctx, ...)` into a `Tool` of this toolset."""
 
         def wrap(fn: Handler) -> Tool:
-            descriptor = Descriptor(risk=risk, approval=approval, execution=execution,
+            descriptor = Descriptor(risk=risk, approval=approval, execution=execution, steering=steering,
                                     output_budget=OutputBudget(visible_chars=visible_chars, stored_chars=stored_chars))
             t = Tool(name=fn.__name__, toolset=self.name, description=_summary(fn), args_model=args_model_for(fn),
                      handler=fn, descriptor=descriptor)

@@ -12,6 +12,7 @@ from zoneinfo import ZoneInfo
 
 from store.db import Store
 from store.records import Origin
+from toolsets.untrusted import new_boundary, wrap
 
 
 @dataclass
@@ -26,6 +27,8 @@ class RecordingContext:
     sent: list[tuple[str, Origin]] = field(default_factory=list)
     asked: list[tuple[str, list[str]]] = field(default_factory=list)
     loaded: list[str] = field(default_factory=list)
+    boundary: str = field(default_factory=new_boundary)
+    external_sources: list[str] = field(default_factory=list)
 
     def now(self) -> datetime:
         return datetime.now(self.tz)
@@ -44,3 +47,7 @@ class RecordingContext:
     def load_toolsets(self, names: list[str]) -> list[str]:
         self.loaded.extend(names)
         return list(self.loaded)
+
+    def external(self, source: str, content: str) -> str:
+        self.external_sources.append(source)
+        return wrap(source, content, self.boundary)
