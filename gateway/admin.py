@@ -11,6 +11,7 @@ from gateway.app import Gateway
 from gateway.config import Config
 from gateway.doctor import doctor
 from gateway.scheduler import AutomationService
+from gateway.usage import add_parser as add_usage_parser
 from store.access import AccessRepo
 from store.approvals import Approvals
 from store.audit import Audit
@@ -26,6 +27,7 @@ class AdminError(Exception):
 
 def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     sub.add_parser("doctor", parents=[common], help="check config, store, model, surfaces, connectors").set_defaults(fn=doctor)
+    add_usage_parser(sub, common)
     p = sub.add_parser("tools", parents=[common], help="the tool catalog")
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=tools)

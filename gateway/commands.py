@@ -9,6 +9,7 @@ from gateway.reminders import cancel_command, remind_command, reminders_command
 from gateway.runtime import Runtime
 from gateway.scheduler import AutomationService
 from gateway.selection import Selection, describe_selection, describe_tools, select_toolsets, tools_for
+from gateway.usage import usage_report
 from store.approvals import Approvals
 from store.records import Inbound, SessionRecord
 from store.tasks import Tasks
@@ -21,7 +22,8 @@ HELP = """Anyy — your assistant. Just write; or use:
 /remind <when> <text> — e.g. /remind 10m stretch, /remind 09:00 standup
 /reminders — your reminders; /cancel <id> to delete one
 /tasks — your open tasks
-/approvals — actions waiting for your approval; /approve ID, /deny ID [reason]"""
+/approvals — actions waiting for your approval; /approve ID, /deny ID [reason]
+/usage — tokens used (today, this conversation, 30 days) and their cost"""
 
 Handler = Callable[[Inbound, SessionRecord, str], Awaitable[str]]
 
@@ -36,7 +38,7 @@ class Commands:
             "start": self.start, "help": self.help, "new": self.new, "tools": self.tools,
             "toolsets": self.toolsets, "approvals": self.list_approvals, "approve": self.approve,
             "deny": self.deny, "tasks": self.tasks, "remind": self.remind, "reminders": self.reminders,
-            "cancel": self.cancel,
+            "cancel": self.cancel, "usage": self.usage,
         }
 
     async def __call__(self, inbound: Inbound, session: SessionRecord) -> str | None:
@@ -115,6 +117,9 @@ class Commands:
 
     async def cancel(self, inbound: Inbound, session: SessionRecord, args: str) -> str:
         return await cancel_command(self._automations(), inbound.user_key, args)
+
+    async def usage(self, inbound: Inbound, session: SessionRecord, args: str) -> str:
+        return await usage_report(self.runtime.store, self.runtime.config, inbound.user_key, session.id)
 
     def _automations(self) -> AutomationService:
         return self.runtime.services["automations"]  # always registered (gateway.services)

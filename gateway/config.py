@@ -32,6 +32,10 @@ class ModelConfig(Section):
     max_retries: int = Field(4, ge=0, le=10)
     fallback_model: str = ""
     max_tokens: int = Field(2048, gt=0)
+    # Prices per million tokens, in any currency (for /usage and `anyy usage`); unset means "not priced".
+    price_in_per_mtok: float | None = Field(None, ge=0)
+    price_out_per_mtok: float | None = Field(None, ge=0)
+    price_cached_per_mtok: float | None = Field(None, ge=0)
 
     @property
     def configured(self) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from gateway.llm.types import ChatMessage
 from toolsets.untrusted import PROMPT_RULE
 
 BASE = (
@@ -14,11 +15,14 @@ BASE = (
 )
 
 
-def system_prompt(now: datetime, surface: str, memory: str = "", instructions: str = "") -> str:
+def system_prompt(now: datetime, surface: str, memory: str = "", instructions: str = "") -> ChatMessage:
+    """The system message. What stays the same from turn to turn comes first and the current time last,
+    so prompt caches keep the stable prefix (`stable_chars`)."""
     parts = [BASE]
     if instructions:
         parts.append(instructions.strip())
     if memory:
         parts.append(memory)
-    parts.append(f"Current time: {now:%A %Y-%m-%d %H:%M} ({now.tzinfo}). Chat surface: {surface}.")
-    return "\n\n".join(parts)
+    stable = "\n\n".join(parts)
+    volatile = f"Current time: {now:%A %Y-%m-%d %H:%M} ({now.tzinfo}). Chat surface: {surface}."
+    return ChatMessage(role="system", content=f"{stable}\n\n{volatile}", stable_chars=len(stable))

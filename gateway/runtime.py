@@ -182,8 +182,7 @@ class Runtime:
                           available={ts.name: ts for ts in available}, loaded=set(selection.names),
                           has_buttons=self._has_buttons(session.surface))
         memory = await memory_prompt(self.store, session.user_key, self.config.runtime.memory_max_chars)
-        convo = [ChatMessage(role="system", content=system_prompt(ctx.now(), session.surface, memory,
-                                                                  self.config.runtime.instructions))]
+        convo = [system_prompt(ctx.now(), session.surface, memory, self.config.runtime.instructions)]
         convo += self.windows.view(session.id, rows)
         loader = loader_tool(available)
         for _ in range(self.config.runtime.max_tool_rounds):

@@ -61,7 +61,7 @@ async def test_plain_reply_with_usage(provider: str, model: FakeModel) -> None:
         assert sent.messages == [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hello"}]
     else:
         assert sent.headers["x-api-key"] == KEY and sent.headers["anthropic-version"] == "2023-06-01"
-        assert sent.body["system"] == "Be brief."
+        assert sent.body["system"] == [{"type": "text", "text": "Be brief."}]
         assert sent.messages == [{"role": "user", "content": [{"type": "text", "text": "hello"}]}]
 
 
@@ -99,7 +99,7 @@ async def test_tool_call_round_trip(provider: str, model: FakeModel) -> None:
         ]
     else:
         assert sent.body["tools"] == [{"name": "task_create", "description": "Create a task.",
-                                       "input_schema": TASK_TOOL.parameters}]
+                                       "input_schema": TASK_TOOL.parameters, "cache_control": {"type": "ephemeral"}}]
         assert sent.messages[-2:] == [
             {"role": "assistant", "content": [{"type": "tool_use", "id": "c1", "name": "task_create",
                                                "input": {"title": "milk"}}]},
@@ -287,3 +287,18 @@ def test_start_fake_model_outside_pytest() -> None:
         assert fake.port and fake.url_openai == f"http://127.0.0.1:{fake.port}/v1"
     finally:
         fake.stop()
+
+
+async def test_prompt_cache_breakpoints_and_cached_tokens(provider: str, model: FakeModel) -> None:
+    model.script(reply("ok", usage=(5000, 20, 4096)))
+    system = ChatMessage(role="system", content="STABLE PART\n\nCurrent time: 12:00", stable_chars=len("STABLE PART"))
+    async with client(provider, model) as c:
+        answer = await c.complete([system, ChatMessage(role="user", content="hi")], [TASK_TOOL])
+    assert (answer.usage.input_tokens, answer.usage.cached_tokens, answer.usage.output_tokens) == (5000, 4096, 20)
+    [sent] = model.requests
+    if provider == "anthropic":  # the stable prefix and the tools carry breakpoints; the time does not
+        assert sent.body["system"] == [{"type": "text", "text": "STABLE PART", "cache_control": {"type": "ephemeral"}},
+                                       {"type": "text", "text": "Current time: 12:00"}]
+        assert sent.body["tools"][-1]["cache_control"] == {"type": "ephemeral"}
+    else:  # automatic prefix caching: one system message, the stable part first
+        assert sent.messages[0] == {"role": "system", "content": "STABLE PART\n\nCurrent time: 12:00"}

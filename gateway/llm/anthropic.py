@@ -14,6 +14,7 @@ from gateway.llm.http import HttpModelClient
 from gateway.llm.types import ChatMessage, ModelReply, ToolCall, ToolSchema, Usage
 
 ANTHROPIC_VERSION = "2023-06-01"
+CACHE = {"type": "ephemeral"}
 
 
 class AnthropicClient(HttpModelClient):
@@ -36,12 +37,13 @@ class AnthropicClient(HttpModelClient):
             "max_tokens": self.max_tokens,
             "messages": wire_messages(messages),
         }
-        system = "\n\n".join(m.content for m in messages if m.role == "system" and m.content)
+        system = system_blocks(messages)
         if system:
             body["system"] = system
         if tools:
             body["tools"] = [{"name": t.name, "description": t.description, "input_schema": t.parameters}
                              for t in tools]
+            body["tools"][-1]["cache_control"] = CACHE  # the tools array is byte-stable for equal selections
         return body
 
     def read_reply(self, data: dict[str, Any], model: str) -> ModelReply:
@@ -60,9 +62,31 @@ class AnthropicClient(HttpModelClient):
         return ModelReply(
             text="".join(texts),
             tool_calls=calls,
-            usage=Usage(input_tokens=usage.get("input_tokens") or 0, output_tokens=usage.get("output_tokens") or 0),
+            usage=read_usage(usage),
             model=data.get("model") or model,
         )
+
+
+def system_blocks(messages: list[ChatMessage]) -> list[dict[str, Any]]:
+    """The system messages as text blocks, with a cache breakpoint after each one's stable prefix."""
+    blocks: list[dict[str, Any]] = []
+    for m in messages:
+        if m.role != "system" or not m.content:
+            continue
+        stable, rest = m.content[:m.stable_chars], m.content[m.stable_chars:]
+        if stable:
+            blocks.append({"type": "text", "text": stable, "cache_control": CACHE})
+        if rest.strip():
+            blocks.append({"type": "text", "text": rest.strip()})
+    return blocks
+
+
+def read_usage(usage: dict[str, Any]) -> Usage:
+    """Messages API usage: `input_tokens` excludes what was read from or written to the prompt cache, so
+    the three are added up; cache reads are the cached tokens."""
+    cached = usage.get("cache_read_input_tokens") or 0
+    total_in = (usage.get("input_tokens") or 0) + cached + (usage.get("cache_creation_input_tokens") or 0)
+    return Usage(input_tokens=total_in, output_tokens=usage.get("output_tokens") or 0, cached_tokens=cached)
 
 
 def wire_messages(messages: list[ChatMessage]) -> list[dict[str, Any]]:

@@ -47,8 +47,7 @@ class OpenAIClient(HttpModelClient):
         return ModelReply(
             text=message.get("content") or "",
             tool_calls=calls,
-            usage=Usage(input_tokens=usage.get("prompt_tokens") or 0,
-                        output_tokens=usage.get("completion_tokens") or 0),
+            usage=read_usage(usage),
             model=data.get("model") or model,
         )
 
@@ -77,3 +76,11 @@ def _read_call(call: dict[str, Any]) -> ToolCall:
         arguments = json.dumps(arguments if arguments is not None else {})
     # Some compatible servers omit the id; the transcript needs one to pair the result with the call.
     return ToolCall(id=call.get("id") or f"call_{uuid.uuid4().hex[:24]}", name=function["name"], arguments=arguments)
+
+
+def read_usage(usage: dict[str, Any]) -> Usage:
+    """Chat-completions usage: `prompt_tokens` includes the cached ones, which
+    `prompt_tokens_details.cached_tokens` reports."""
+    details = usage.get("prompt_tokens_details") or {}
+    return Usage(input_tokens=usage.get("prompt_tokens") or 0, output_tokens=usage.get("completion_tokens") or 0,
+                 cached_tokens=details.get("cached_tokens") or 0)

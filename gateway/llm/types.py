@@ -17,6 +17,9 @@ class ChatMessage(BaseModel):
     tool_calls: list[ToolCall] = Field(default_factory=list)  # assistant only
     tool_call_id: str | None = None  # tool only
     name: str | None = None  # tool only: the tool's name
+    # system only: the first `stable_chars` characters are the same from turn to turn (the rest, e.g. the
+    # current time, is not), so a provider with explicit prompt caching may put a breakpoint there.
+    stable_chars: int = 0
 
 
 class ToolSchema(BaseModel):
@@ -26,8 +29,12 @@ class ToolSchema(BaseModel):
 
 
 class Usage(BaseModel):
+    """Tokens of one model call. `input_tokens` counts every input token, cached ones included;
+    `cached_tokens` is the part the provider served from its prompt cache (billed at its cached price)."""
+
     input_tokens: int = 0
     output_tokens: int = 0
+    cached_tokens: int = 0
 
 
 class ModelReply(BaseModel):

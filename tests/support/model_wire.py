@@ -32,12 +32,13 @@ class Call:
 
 @dataclass(frozen=True)
 class Answer:
-    """A successful response: text, tool calls, or both. `usage` is (input, output) tokens; when None the
-    fake makes them up from the sizes of the request and the answer."""
+    """A successful response: text, tool calls, or both. `usage` is (input, output) or (input, output,
+    cached) tokens, input counting the cached ones; when None the fake makes them up from the sizes of the
+    request and the answer."""
 
     text: str = ""
     calls: tuple[Call, ...] = ()
-    usage: tuple[int, int] | None = None
+    usage: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -60,20 +61,20 @@ class Hang:
 Step = Answer | Status | Hang
 
 
-def reply(text: str, *, usage: tuple[int, int] | None = None) -> Answer:
+def reply(text: str, *, usage: tuple[int, ...] | None = None) -> Answer:
     """A plain text answer."""
     return Answer(text=text, usage=usage)
 
 
 def tool_call(name: str, args: dict[str, Any] | str | None = None, call_id: str | None = None, *,
-              text: str = "", usage: tuple[int, int] | None = None) -> Answer:
+              text: str = "", usage: tuple[int, ...] | None = None) -> Answer:
     """An answer calling one tool. `args` is a dict (sent as JSON) or raw JSON text sent exactly as given."""
     raw = args if isinstance(args, str) else json.dumps(args or {})
     return Answer(text=text, calls=(Call(name, raw, call_id),), usage=usage)
 
 
 def tool_calls(calls: Iterable[Answer | Call | tuple[str, dict[str, Any] | str]], *, text: str = "",
-               usage: tuple[int, int] | None = None) -> Answer:
+               usage: tuple[int, ...] | None = None) -> Answer:
     """An answer calling several tools at once. Each item is a `tool_call(...)`, a `Call`, or a
     `(name, args)` pair: `tool_calls([tool_call("a", {}), ("b", {"x": 1})])`."""
     merged: list[Call] = []
@@ -157,8 +158,10 @@ def answer_body(kind: Kind, answer: Answer, request: Mapping[str, Any], request_
     """The success response body for `answer`, in the request's format, echoing the requested model."""
     n = next(_ids)
     model = request.get("model", "fake")
+    cached = 0
     if answer.usage:
-        usage_in, usage_out = answer.usage
+        usage_in, usage_out, *rest = answer.usage
+        cached = rest[0] if rest else 0
     else:
         usage_in = max(1, request_size // 4)
         usage_out = max(1, (len(answer.text) + sum(len(c.arguments) for c in answer.calls)) // 4)
@@ -175,7 +178,7 @@ def answer_body(kind: Kind, answer: Answer, request: Mapping[str, Any], request_
             "choices": [{"index": 0, "message": message,
                          "finish_reason": "tool_calls" if answer.calls else "stop"}],
             "usage": {"prompt_tokens": usage_in, "completion_tokens": usage_out,
-                      "total_tokens": usage_in + usage_out},
+                      "total_tokens": usage_in + usage_out, "prompt_tokens_details": {"cached_tokens": cached}},
         }
     content: list[dict[str, Any]] = [{"type": "text", "text": answer.text}] if answer.text else []
     content.extend({"type": "tool_use", "id": c.id or f"toolu_{n}_{i}", "name": c.name, "input": _input(c.arguments)}
@@ -183,7 +186,8 @@ def answer_body(kind: Kind, answer: Answer, request: Mapping[str, Any], request_
     return {
         "id": f"msg_{n}", "type": "message", "role": "assistant", "model": model, "content": content,
         "stop_reason": "tool_use" if answer.calls else "end_turn", "stop_sequence": None,
-        "usage": {"input_tokens": usage_in, "output_tokens": usage_out},
+        "usage": {"input_tokens": usage_in - cached, "output_tokens": usage_out, "cache_read_input_tokens": cached,
+                  "cache_creation_input_tokens": 0},
     }
 
 

@@ -1,0 +1,49 @@
+"""Token usage, summed from the usage every model call stored on its assistant message."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+from sqlite_utils import Database
+
+from store.db import Store
+
+
+class UsageTotal(BaseModel):
+    """The calls and tokens of one model in one kind of session (chat, automation, subagent)."""
+
+    model: str
+    kind: str
+    calls: int
+    input_tokens: int
+    output_tokens: int
+    cached_tokens: int
+
+
+class UsageRepo:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    async def totals(self, *, since: str, user_key: str | None = None,
+                     session_id: str | None = None) -> list[UsageTotal]:
+        """Totals per (model, session kind) of calls made at or after `since` (ISO time), optionally for
+        one user or one session."""
+        where, args = ["m.role = 'assistant'", "m.meta IS NOT NULL", "m.created_at >= ?"], [since]
+        if user_key is not None:
+            where.append("m.user_key = ?")
+            args.append(user_key)
+        if session_id is not None:
+            where.append("m.session_id = ?")
+            args.append(session_id)
+        sql = f"""
+            SELECT COALESCE(json_extract(m.meta, '$.model'), '') AS model, s.kind AS kind, COUNT(*) AS calls,
+                   COALESCE(SUM(json_extract(m.meta, '$.usage.input_tokens')), 0) AS input_tokens,
+                   COALESCE(SUM(json_extract(m.meta, '$.usage.output_tokens')), 0) AS output_tokens,
+                   COALESCE(SUM(json_extract(m.meta, '$.usage.cached_tokens')), 0) AS cached_tokens
+            FROM messages m JOIN sessions s ON s.id = m.session_id
+            WHERE {' AND '.join(where)} AND json_extract(m.meta, '$.usage') IS NOT NULL
+            GROUP BY model, kind ORDER BY model, kind"""
+
+        def op(db: Database) -> list[UsageTotal]:
+            return [UsageTotal(**row) for row in db.execute_returning_dicts(sql, args)]
+
+        return await self.store.run(op)
