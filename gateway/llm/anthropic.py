@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 from gateway.llm.http import HttpModelClient
+from gateway.llm.retry import TransientError
 from gateway.llm.types import ChatMessage, ModelReply, ToolCall, ToolSchema, Usage
 
 ANTHROPIC_VERSION = "2023-06-01"
@@ -18,7 +19,7 @@ CACHE = {"type": "ephemeral"}
 
 
 class AnthropicClient(HttpModelClient):
-    """ModelClient for the Anthropic Messages API (non-streaming)."""
+    """ModelClient for the Anthropic Messages API, whole or streamed (SSE events)."""
 
     def endpoint(self) -> str:
         if self.base_url.endswith("/v1"):
@@ -46,6 +47,12 @@ class AnthropicClient(HttpModelClient):
             body["tools"][-1]["cache_control"] = CACHE  # the tools array is byte-stable for equal selections
         return body
 
+    def stream_body(self, body: dict[str, Any]) -> dict[str, Any]:
+        return {**body, "stream": True}
+
+    def stream_reader(self, model: str) -> AnthropicStream:
+        return AnthropicStream(model)
+
     def read_reply(self, data: dict[str, Any], model: str) -> ModelReply:
         texts: list[str] = []
         calls: list[ToolCall] = []
@@ -65,6 +72,53 @@ class AnthropicClient(HttpModelClient):
             usage=read_usage(usage),
             model=data.get("model") or model,
         )
+
+
+class AnthropicStream:
+    """Messages API stream events: `message_start` (model, input usage), content blocks opened, grown by
+    text or partial-JSON deltas, and closed, `message_delta` (output usage), `message_stop` (the end)."""
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        self.complete = False
+        self._blocks: dict[int, dict[str, str]] = {}
+        self._usage: dict[str, Any] = {}
+
+    def feed(self, event: str, data: str) -> str:
+        payload = json.loads(data)
+        kind = payload.get("type") or event
+        if kind == "error":  # e.g. overloaded_error mid-stream
+            error = payload.get("error") or {}
+            raise TransientError(f"{error.get('type', 'error')}: {error.get('message', '')}".rstrip(": "))
+        if kind == "message_start":
+            message = payload["message"]
+            self.model = message.get("model") or self.model
+            self._usage.update(message.get("usage") or {})
+        elif kind == "content_block_start":
+            block = payload["content_block"]
+            self._blocks[int(payload["index"])] = (
+                {"type": "tool_use", "id": block["id"], "name": block["name"], "json": ""}
+                if block["type"] == "tool_use" else {"type": block["type"], "text": block.get("text") or ""})
+        elif kind == "content_block_delta":
+            block, delta = self._blocks[int(payload["index"])], payload["delta"]
+            if delta["type"] == "text_delta":
+                block["text"] += delta["text"]
+                return str(delta["text"])
+            if delta["type"] == "input_json_delta":
+                block["json"] += delta["partial_json"]
+        elif kind == "message_delta":
+            self._usage.update({k: v for k, v in (payload.get("usage") or {}).items() if v is not None})
+        elif kind == "message_stop":
+            self.complete = True
+        return ""
+
+    def reply(self) -> ModelReply:
+        blocks = [b for _, b in sorted(self._blocks.items())]
+        # A tool's input streams as JSON text; passed on as text, so bad JSON reaches the model as an error.
+        calls = [ToolCall(id=b["id"], name=b["name"], arguments=b["json"] or "{}")
+                 for b in blocks if b["type"] == "tool_use"]
+        return ModelReply(text="".join(b["text"] for b in blocks if b["type"] == "text"), tool_calls=calls,
+                          usage=read_usage(self._usage), model=self.model)
 
 
 def system_blocks(messages: list[ChatMessage]) -> list[dict[str, Any]]:

@@ -2,7 +2,12 @@
 classification of failures into retryable and not, and error messages written for a person.
 
 A provider subclasses `HttpModelClient` and supplies only its wire format: the endpoint, the headers,
-the request body for a model, and the reading of the response.
+the request body for a model, and the reading of the response, whole or streamed.
+
+Streaming keeps the retry semantics of a plain call up to the first piece of text: a failure before it is
+an ordinary failed attempt (retried, then the fallback model); a failure after it raises ModelCutOff,
+never a silent restart. `timeout_s` bounds the wait for the response and for each piece after it, not
+the whole stream: a long answer arriving steadily is not a stuck one.
 """
 
 from __future__ import annotations
@@ -13,12 +18,14 @@ import http
 import logging
 import socket
 import ssl
-from typing import Any, Self
+from collections.abc import AsyncIterator
+from typing import Any, Protocol, Self
 
 import httpx
 
 from gateway.llm.retry import RetryPolicy, TransientError, parse_retry_after, with_retries
-from gateway.llm.types import ChatMessage, ModelReply, ModelUnavailable, ToolSchema
+from gateway.llm.sse import sse_events
+from gateway.llm.types import ChatMessage, ModelCutOff, ModelReply, ModelUnavailable, TextSink, ToolSchema
 
 log = logging.getLogger(__name__)
 
@@ -29,8 +36,23 @@ _REASONS = {529: "Overloaded"}  # Anthropic's status for an overloaded API; not 
 _MAX_SERVER_MESSAGE = 300
 
 
+class StreamReader(Protocol):
+    """Reads one provider's stream events into a reply."""
+
+    complete: bool  # the stream said the reply is finished (a stream that ends before is cut)
+
+    def feed(self, event: str, data: str) -> str:
+        """Take one event; return the text it adds ("" for none). Raises TransientError for an error
+        event, KeyError/TypeError/ValueError for one of the wrong shape."""
+        ...
+
+    def reply(self) -> ModelReply:
+        """The complete reply, once `complete`."""
+        ...
+
+
 class HttpModelClient(abc.ABC):
-    """A ModelClient over httpx, non-streaming. Subclasses implement the four wire-format hooks.
+    """A ModelClient over httpx. Subclasses implement the wire-format hooks.
 
     `api_key_env` only names where the key came from, for error hints ("check the API key in
     $OPENAI_API_KEY"); the key itself never appears in a message or a log line.
@@ -77,16 +99,29 @@ class HttpModelClient(abc.ABC):
         """The reply in a successful response body. May raise KeyError/TypeError/ValueError on a body of
         the wrong shape; the caller turns that into ModelUnavailable."""
 
-    async def complete(self, messages: list[ChatMessage], tools: list[ToolSchema]) -> ModelReply:
-        """One completion, with retries and the fallback model. Raises ModelUnavailable."""
+    @abc.abstractmethod
+    def stream_body(self, body: dict[str, Any]) -> dict[str, Any]:
+        """`body` (from request_body) asking for a streamed reply."""
+
+    @abc.abstractmethod
+    def stream_reader(self, model: str) -> StreamReader:
+        """A fresh reader for one streamed reply of `model`."""
+
+    async def complete(self, messages: list[ChatMessage], tools: list[ToolSchema],
+                       on_text: TextSink | None = None) -> ModelReply:
+        """One completion, with retries and the fallback model; streamed to `on_text` when given.
+        Raises ModelUnavailable (ModelCutOff for a stream that failed after its first text)."""
         models = [self.model]
         if self.fallback_model and self.fallback_model != self.model:
             models.append(self.fallback_model)
 
         async def attempt(model: str) -> ModelReply:
-            data = await self._post(self.request_body(messages, tools, model))
+            body = self.request_body(messages, tools, model)
             try:
-                reply = self.read_reply(data, model)
+                if on_text is not None:
+                    reply = await self._stream(self.stream_body(body), model, on_text)
+                else:
+                    reply = self.read_reply(await self._post(body), model)
             except (KeyError, IndexError, TypeError, ValueError) as exc:
                 raise ModelUnavailable(
                     f"the model at {self._where} sent a response this client cannot read "
@@ -107,6 +142,62 @@ class HttpModelClient(abc.ABC):
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
+
+    async def _stream(self, body: dict[str, Any], model: str, on_text: TextSink) -> ModelReply:
+        """One streamed POST: text goes to `on_text` as it arrives. Raises TransientError or
+        ModelUnavailable before the first text, ModelCutOff after it."""
+        reader = self.stream_reader(model)
+        started = False
+        request = self._http.build_request("POST", self.endpoint(), json=body, headers=self.headers())
+        try:
+            try:
+                async with asyncio.timeout(self.timeout_s):
+                    response = await self._http.send(request, stream=True)
+            except (TimeoutError, httpx.TimeoutException):
+                raise TransientError(f"timed out after {self.timeout_s:g}s") from None
+            except httpx.TransportError as exc:
+                raise TransientError(_describe_transport_error(exc)) from None
+            try:
+                await self._check_stream_status(response)
+                async for event, data in self._events(response):
+                    text = reader.feed(event, data)
+                    if text:
+                        started = True
+                        await on_text(text)
+            finally:
+                await response.aclose()
+            if not reader.complete:
+                raise TransientError("the stream ended before the reply was complete")
+        except TransientError as exc:
+            if started:
+                log.warning("model_stream_cut url=%s model=%s cause=%r", self._where, model, exc.cause)
+                raise ModelCutOff(exc.cause) from None
+            raise
+        return reader.reply()
+
+    async def _check_stream_status(self, response: httpx.Response) -> None:
+        """Raise for an error status, as `_post` does (the body is read first: it holds the message)."""
+        status = response.status_code
+        if status < 400:
+            return
+        try:
+            await response.aread()
+        except httpx.HTTPError:
+            pass
+        if status >= 500 or status in _RETRYABLE_4XX:
+            raise TransientError(self._status_text(response), parse_retry_after(response.headers))
+        raise ModelUnavailable(f"the model at {self._where} refused the request: "
+                               f"{self._status_text(response)}{self._hint(status)}")
+
+    async def _events(self, response: httpx.Response) -> AsyncIterator[tuple[str, str]]:
+        """The response's events; a broken or silent connection becomes a TransientError."""
+        try:
+            async for item in sse_events(response.aiter_lines()):
+                yield item
+        except httpx.TimeoutException:
+            raise TransientError(f"no data for {self.timeout_s:g}s") from None
+        except httpx.TransportError as exc:
+            raise TransientError(_describe_transport_error(exc)) from None
 
     async def _post(self, body: dict[str, Any]) -> dict[str, Any]:
         """One POST. Returns the JSON body of a 2xx; raises TransientError or ModelUnavailable."""

@@ -12,11 +12,12 @@ import uuid
 from typing import Any
 
 from gateway.llm.http import HttpModelClient
+from gateway.llm.retry import TransientError
 from gateway.llm.types import ChatMessage, ModelReply, ToolCall, ToolSchema, Usage
 
 
 class OpenAIClient(HttpModelClient):
-    """ModelClient for an OpenAI-compatible chat-completions endpoint (non-streaming)."""
+    """ModelClient for an OpenAI-compatible chat-completions endpoint, whole or streamed (SSE)."""
 
     def endpoint(self) -> str:
         return f"{self.base_url}/chat/completions"
@@ -40,6 +41,13 @@ class OpenAIClient(HttpModelClient):
             ]
         return body
 
+    def stream_body(self, body: dict[str, Any]) -> dict[str, Any]:
+        # include_usage: the last chunk before [DONE] carries the usage, which is otherwise not streamed.
+        return {**body, "stream": True, "stream_options": {"include_usage": True}}
+
+    def stream_reader(self, model: str) -> OpenAIStream:
+        return OpenAIStream(model)
+
     def read_reply(self, data: dict[str, Any], model: str) -> ModelReply:
         message = data["choices"][0]["message"]
         calls = [_read_call(c) for c in message.get("tool_calls") or []]
@@ -50,6 +58,50 @@ class OpenAIClient(HttpModelClient):
             usage=read_usage(usage),
             model=data.get("model") or model,
         )
+
+
+class OpenAIStream:
+    """Chunks of a streamed chat completion: text deltas, tool calls in pieces keyed by their index
+    (id and name in the first piece, the arguments spread over the rest), the usage in the last chunk."""
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        self.complete = False
+        self._text: list[str] = []
+        self._calls: dict[int, dict[str, str]] = {}
+        self._usage: dict[str, Any] = {}
+
+    def feed(self, event: str, data: str) -> str:
+        if data.strip() == "[DONE]":
+            self.complete = True
+            return ""
+        chunk = json.loads(data)
+        error = chunk.get("error")
+        if error:  # some servers report a failure mid-stream as a chunk
+            raise TransientError(str(error.get("message") if isinstance(error, dict) else error))
+        self.model = chunk.get("model") or self.model
+        if chunk.get("usage"):
+            self._usage = chunk["usage"]
+        text = ""
+        for choice in chunk.get("choices") or []:
+            delta = choice.get("delta") or {}
+            for piece in delta.get("tool_calls") or []:
+                call = self._calls.setdefault(int(piece.get("index") or 0), {"id": "", "name": "", "arguments": ""})
+                function = piece.get("function") or {}
+                call["id"] = piece.get("id") or call["id"]
+                call["name"] = function.get("name") or call["name"]
+                call["arguments"] += function.get("arguments") or ""
+            text += delta.get("content") or ""
+            if choice.get("finish_reason"):
+                # Servers that omit [DONE] still end every choice with a finish reason.
+                self.complete = True
+        self._text.append(text)
+        return text
+
+    def reply(self) -> ModelReply:
+        calls = [_read_call({"id": c["id"], "function": {"name": c["name"], "arguments": c["arguments"] or "{}"}})
+                 for _, c in sorted(self._calls.items())]
+        return ModelReply(text="".join(self._text), tool_calls=calls, usage=read_usage(self._usage), model=self.model)
 
 
 def _wire_message(m: ChatMessage) -> dict[str, Any]:

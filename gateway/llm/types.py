@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
@@ -49,12 +50,30 @@ class ModelUnavailable(Exception):
     written for the person: it names the URL and the cause, never a key."""
 
 
+class ModelCutOff(ModelUnavailable):
+    """A streamed reply failed after some of its text was already handed out. Not retried: a restart
+    would show the person a second, different beginning. `cause` is phrased for the person."""
+
+    def __init__(self, cause: str) -> None:
+        super().__init__(f"the reply was cut off: {cause}")
+        self.cause = cause
+
+
+# Receives each piece of text as a streamed reply produces it.
+TextSink = Callable[[str], Awaitable[None]]
+
+
 class ModelClient(Protocol):
-    async def complete(self, messages: list[ChatMessage], tools: list[ToolSchema]) -> ModelReply:
-        """One completion. Raises ModelUnavailable when retries and fallback are exhausted."""
+    async def complete(self, messages: list[ChatMessage], tools: list[ToolSchema],
+                       on_text: TextSink | None = None) -> ModelReply:
+        """One completion. With `on_text` (and streaming enabled) the reply is streamed and its text
+        handed to `on_text` piece by piece; the complete reply (tool calls whole) is still returned.
+        Raises ModelUnavailable when retries and fallback are exhausted, ModelCutOff when a stream
+        failed after its first piece of text."""
         ...
 
     async def aclose(self) -> None: ...
 
 
-__all__ = ["ChatMessage", "ToolCall", "ToolSchema", "Usage", "ModelReply", "ModelUnavailable", "ModelClient"]
+__all__ = ["ChatMessage", "ModelClient", "ModelCutOff", "ModelReply", "ModelUnavailable", "TextSink", "ToolCall",
+           "ToolSchema", "Usage"]

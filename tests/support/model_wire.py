@@ -39,6 +39,7 @@ class Answer:
     text: str = ""
     calls: tuple[Call, ...] = ()
     usage: tuple[int, ...] | None = None
+    cut_after: int | None = None  # streamed: stop after this many tokens, without the stream's end
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,11 @@ Step = Answer | Status | Hang
 def reply(text: str, *, usage: tuple[int, ...] | None = None) -> Answer:
     """A plain text answer."""
     return Answer(text=text, usage=usage)
+
+
+def cut_off(text: str, after: int) -> Answer:
+    """A streamed answer that breaks off after `after` tokens of `text` (a whole answer when not streamed)."""
+    return Answer(text=text, cut_after=after)
 
 
 def tool_call(name: str, args: dict[str, Any] | str | None = None, call_id: str | None = None, *,
