@@ -52,6 +52,7 @@ class RuntimeConfig(Section):
     context_budget: int = Field(48_000, ge=2_000, description="characters of history sent to the model")
     memory_max_chars: int = Field(4_000, ge=200)
     instructions: str = ""
+    stream: bool = True  # replies appear while the model writes them (where the surface can edit messages)
 
     @field_validator("timezone")
     @classmethod

@@ -2,7 +2,8 @@
 
 Rows are written before anything is sent, so a crash loses nothing: pending rows are delivered at the
 next start. Transient failures are retried with backoff (or the platform's Retry-After); permanent
-failures mark the row failed. An edit waits for the message it edits to have been delivered.
+failures mark the row failed. An edit waits for the message it edits to have been delivered. A row that
+was delivered and then rewritten (a streamed reply, `put`) is delivered as an edit of its own message.
 """
 
 from __future__ import annotations
@@ -45,6 +46,12 @@ class OutboxService:
 
     async def enqueue(self, outbound: Outbound, dedupe_key: str | None = None) -> int:
         item_id = await self.repo.enqueue(outbound, dedupe_key)
+        self.wake(outbound.origin.surface)
+        return item_id
+
+    async def put(self, outbound: Outbound, dedupe_key: str) -> int:
+        """Write (or rewrite) the row for `dedupe_key` and deliver it: sent, or edited if it was sent."""
+        item_id = await self.repo.put(outbound, dedupe_key)
         self.wake(outbound.origin.surface)
         return item_id
 
@@ -113,7 +120,7 @@ class OutboxService:
     async def _deliver(self, surface: Surface, item: OutboxItem) -> None:
         """Try one row: deliver it, schedule a retry, fail it, or leave an edit waiting for its original."""
         retrying = self._retrying[surface.name]
-        edit_id: str | None = None
+        edit_id = item.platform_message_id  # set on a row rewritten after its delivery: edit what it sent
         if item.outbound.edit_of_outbox_id is not None:
             target = await self.repo.get(item.outbound.edit_of_outbox_id)
             if target is None or target.state == "failed":
@@ -135,5 +142,5 @@ class OutboxService:
                 retrying.discard(item.id)
                 log.error("outbox_failed id=%s surface=%s error=%s", item.id, surface.name, exc)
             return
-        await self.repo.mark_sent(item.id, platform_id)
+        await self.repo.mark_sent(item.id, platform_id, item.revision)
         retrying.discard(item.id)

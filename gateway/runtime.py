@@ -1,7 +1,8 @@
 """The turn loop: one turn at a time per session, many sessions at once.
 
 A turn: authorize, route slash commands, select toolsets, call the model, run tool calls (through
-policy), repeat up to `max_tool_rounds`, and put the final text in the outbox. Every message, call and
+policy), repeat up to `max_tool_rounds`, and put the final text in the outbox. With `[runtime] stream` and
+a surface that can edit messages, the reply is shown while the model writes it (gateway/live.py). Every message, call and
 result is stored. Turn ids are derived from the durable inbound id, so a turn interrupted by a crash
 and re-run at start-up continues its own transcript and its replies are deduplicated in the outbox.
 """
@@ -20,7 +21,8 @@ from gateway.background import Background
 from gateway.config import Config
 from gateway.context import TurnContext
 from gateway.history import HistoryWindows, to_chat
-from gateway.llm.types import ChatMessage, ModelClient, ModelUnavailable, ToolSchema
+from gateway.live import LiveReply
+from gateway.llm.types import ChatMessage, ModelClient, ModelCutOff, ModelUnavailable, ToolSchema
 from gateway.outbox import OutboxService
 from gateway.prompt import system_prompt
 from gateway.selection import select_toolsets, tools_for
@@ -131,23 +133,37 @@ class Runtime:
         user_text = _with_attachments(inbound)
         surface = self.outbox.surfaces.get(inbound.surface)
         progress = surface.progress(inbound.origin, inbound.platform_message_id) if surface else contextlib.nullcontext()
+        live = self._live(inbound.origin, f"{turn_id}:reply")
         async with progress:
             text = await self.model_turn(session, turn_id, user_text=user_text,
-                                         has_attachments=bool(inbound.attachments))
-        if text:
-            await self.reply(inbound.origin, text, f"{turn_id}:reply")
+                                         has_attachments=bool(inbound.attachments), live=live)
+        await self._answer(inbound.origin, text, f"{turn_id}:reply", live)
 
     async def _follow_up(self, session_id: str, event: str, dedupe: str) -> None:
         async with self._lanes[session_id]:
             session = await self.sessions.get(session_id)
             if session is None:
                 return
-            text = await self.model_turn(session, dedupe, event=event)
-            if text:
-                await self.reply(session.origin, text, f"{dedupe}:reply")
+            live = self._live(session.origin, f"{dedupe}:reply")
+            text = await self.model_turn(session, dedupe, event=event, live=live)
+            await self._answer(session.origin, text, f"{dedupe}:reply", live)
 
     async def reply(self, origin: Origin, text: str, dedupe: str) -> int:
         return await self.outbox.enqueue(Outbound(origin=origin, text=text), dedupe)
+
+    async def _answer(self, origin: Origin, text: str | None, dedupe: str, live: LiveReply | None) -> None:
+        if live is not None:
+            await live.finish(text)
+        elif text:
+            await self.reply(origin, text, dedupe)
+
+    def _live(self, origin: Origin, dedupe: str) -> LiveReply | None:
+        """A live reply when streaming is on and the surface can show one in this chat."""
+        if not self.config.runtime.stream or self.model is None:
+            return None
+        surface = self.outbox.surfaces.get(origin.surface)
+        settings = surface.live(origin) if surface is not None else None
+        return LiveReply(self.outbox, origin, dedupe, settings) if settings is not None else None
 
     # -- the model loop ---------------------------------------------------------------------------
 
@@ -157,9 +173,9 @@ class Runtime:
 
     async def model_turn(self, session: SessionRecord, turn_id: str, *, user_text: str | None = None,
                          event: str | None = None, has_attachments: bool = False,
-                         exclude: set[str] = frozenset()) -> str | None:
+                         exclude: set[str] = frozenset(), live: LiveReply | None = None) -> str | None:
         """Run the model on the session until it answers. Returns the final text (None when the turn
-        ended by asking the user a question)."""
+        ended by asking the user a question). With `live`, each model call streams into it."""
         rows = await self.windows.load(session.id, session.epoch)
         already = any(m.turn_id == turn_id for m in rows)  # a re-run after a crash: continue, don't repeat
         if not already:
@@ -187,10 +203,17 @@ class Runtime:
         loader = loader_tool(available)
         for _ in range(self.config.runtime.max_tool_rounds):
             tools = tools_for(sorted(ctx.loaded), available, loader)
+            if live is not None:
+                live.new_call()
             try:
-                reply = await self.model.complete(convo, [self._schema(t) for t in tools])
+                reply = await self.model.complete(convo, [self._schema(t) for t in tools],
+                                                  on_text=live.add if live is not None else None)
             except ModelUnavailable as exc:
-                log.warning("model_unavailable session=%s", session.id)
+                log.warning("model_unavailable session=%s cut=%s", session.id, live is not None and live.started)
+                if live is not None and live.text.strip():
+                    # Part of the answer is on the screen: say plainly that it is not the whole answer.
+                    note = str(exc) if isinstance(exc, ModelCutOff) else f"the reply was cut off: {exc}"
+                    return f"{live.text.rstrip()}\n\n⚠️ {note}"
                 return f"⚠️ {exc}"
             assistant = MessageRecord(session_id=session.id, epoch=session.epoch, turn_id=turn_id, role="assistant",
                                       content=reply.text, tool_calls=reply.tool_calls, user_key=session.user_key,

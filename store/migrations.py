@@ -201,3 +201,10 @@ def m002_fts_conversation_only(db: Database) -> None:
             SELECT id, content FROM messages WHERE role IN ('user', 'assistant');
         """
     )
+
+
+@MIGRATIONS()
+def m003_outbox_revision(db: Database) -> None:
+    """A streamed reply rewrites its outbox row as the text grows; the revision tells the dispatcher
+    whether the text it delivered is still the row's latest."""
+    db.execute("ALTER TABLE outbox ADD COLUMN revision INTEGER NOT NULL DEFAULT 0")

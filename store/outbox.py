@@ -3,6 +3,11 @@
 A crash between writing and delivering leaves a pending row that the next start delivers; the
 `dedupe_key` makes enqueueing idempotent (an automation run or an approval outcome enqueued twice is
 still one message).
+
+A reply that streams is one row rewritten as its text grows (`put`): a row already delivered becomes
+pending again and is delivered as an edit of its own platform message, so the row always knows the message
+it is editing, and a turn re-run after a crash, writing under the same key, edits that message instead of
+sending a second one.
 """
 
 from __future__ import annotations
@@ -41,6 +46,30 @@ class Outbox:
 
         return await self.store.run(op)
 
+    async def put(self, outbound: Outbound, dedupe_key: str) -> int:
+        """Make `outbound` the content of the row for `dedupe_key`: insert it, or rewrite that row (pending
+        again, so the dispatcher sends or edits). A failed row stays failed; an unchanged one is left be."""
+        payload = outbound.model_dump_json()
+
+        def op(db: Database) -> int:
+            row = db.execute("SELECT id, state, payload FROM outbox WHERE dedupe_key = ?", [dedupe_key]).fetchone()
+            if row is None:
+                cur = db.execute(
+                    "INSERT INTO outbox (dedupe_key, surface, chat_id, thread_id, payload, state, created_at)"
+                    " VALUES (?, ?, ?, ?, ?, 'pending', ?)",
+                    [dedupe_key, outbound.origin.surface, outbound.origin.chat_id, outbound.origin.thread_id,
+                     payload, iso(utcnow())])
+                return int(cur.lastrowid or 0)
+            item_id, state, old = row
+            if state == "sent" and old != payload:
+                db.execute("UPDATE outbox SET payload = ?, state = 'pending', attempts = 0, next_attempt_at = NULL,"
+                           " error = NULL, revision = revision + 1 WHERE id = ?", [payload, item_id])
+            elif state == "pending" and old != payload:  # a retry time already set still applies
+                db.execute("UPDATE outbox SET payload = ?, revision = revision + 1 WHERE id = ?", [payload, item_id])
+            return int(item_id)
+
+        return await self.store.run(op)
+
     async def get(self, item_id: int) -> OutboxItem | None:
         def op(db: Database) -> OutboxItem | None:
             rows = db.execute_returning_dicts("SELECT * FROM outbox WHERE id = ?", [item_id])
@@ -61,10 +90,13 @@ class Outbox:
 
         return await self.store.run(op)
 
-    async def mark_sent(self, item_id: int, platform_message_id: str | None) -> None:
+    async def mark_sent(self, item_id: int, platform_message_id: str | None, revision: int = 0) -> None:
+        """Record the delivery of `revision`. The platform id is kept in any case; a row rewritten since
+        stays pending, and its next delivery edits that message."""
         await self.store.run(lambda db: db.execute(
-            "UPDATE outbox SET state = 'sent', platform_message_id = ?, sent_at = ?, error = NULL WHERE id = ?",
-            [platform_message_id, iso(utcnow()), item_id]))
+            "UPDATE outbox SET state = CASE WHEN revision = ? THEN 'sent' ELSE state END, platform_message_id = ?,"
+            " sent_at = ?, error = NULL WHERE id = ?",
+            [revision, platform_message_id, iso(utcnow()), item_id]))
 
     async def mark_retry(self, item_id: int, error: str, next_attempt_at: str) -> None:
         await self.store.run(lambda db: db.execute(

@@ -76,6 +76,7 @@ class Outbound(BaseModel):
     buttons: list[Button] = Field(default_factory=list)
     edit_of_outbox_id: int | None = None  # edit the platform message that outbox row produced
     reply_to_platform_id: str | None = None
+    partial: bool = False  # a streamed reply still growing (told only to surfaces that ask, see LiveSettings)
 
 
 class SessionRecord(BaseModel):
@@ -162,6 +163,7 @@ class OutboxItem(BaseModel):
     error: str | None = None
     created_at: str
     sent_at: str | None = None
+    revision: int = 0  # bumped by every rewrite of the row (`Outbox.put`)
 
 
 ApprovalState = Literal[

@@ -11,6 +11,7 @@ from __future__ import annotations
 import abc
 import contextlib
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Protocol
 
 from store.records import Inbound, Origin, OutboxItem
@@ -24,6 +25,23 @@ class DeliveryError(Exception):
         super().__init__(message)
         self.transient = transient
         self.retry_after = retry_after
+
+
+@dataclass(frozen=True)
+class LiveSettings:
+    """How a surface shows a reply while it streams (see gateway/live.py).
+
+    `interval_s` is the least time between two writes of a message (send or edit), inside the platform's
+    rate limits; `max_chars` the most Markdown one message holds before the reply continues in a new one;
+    the first message goes out once `first_chars` characters (or a sentence) have arrived. With
+    `marks_partial` the surface is told which writes are unfinished (`Outbound.partial`) and is written
+    to once more at the end even when the text did not change (the console ends its line then); chat
+    platforms show "typing…" meanwhile and need no extra edit."""
+
+    interval_s: float
+    max_chars: int
+    first_chars: int = 20
+    marks_partial: bool = False
 
 
 class GatewayPort(Protocol):
@@ -59,6 +77,10 @@ class Surface(abc.ABC):
     async def deliver(self, item: OutboxItem, edit_platform_id: str | None) -> str | None:
         """Send `item.outbound` (or, with `edit_platform_id`, edit that earlier message to it).
         Returns the platform message id (for receipts and later edits). Raises DeliveryError."""
+
+    def live(self, origin: Origin) -> LiveSettings | None:
+        """How to stream replies into `origin`, or None to send each reply whole when it is complete."""
+        return None
 
     def status(self) -> str:
         """One word for `messaging_status`: "up", "down", "starting"."""

@@ -1,4 +1,8 @@
-"""The console surface: a terminal chat. Interactive on a TTY; line-per-message when piped."""
+"""The console surface: a terminal chat. Interactive on a TTY; line-per-message when piped.
+
+A streamed reply is printed as it arrives: each rewrite of the message that only adds to the text prints
+what was added, and the line ends when the reply is complete.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import TextIO
 
-from gateway.surfaces.base import GatewayPort, Surface
+from gateway.surfaces.base import GatewayPort, LiveSettings, Surface
 from store.records import Inbound, Origin, OutboxItem
 
 CHAT_ID = "local"
@@ -25,6 +29,7 @@ class ConsoleSurface(Surface):
         self._ids = itertools.count(1)
         self.origin = Origin(surface=self.name, chat_id=CHAT_ID)
         self.gateway: GatewayPort | None = None
+        self._printed: dict[str, str] = {}  # message id -> text printed so far, while a reply streams
 
     async def start(self, gateway: GatewayPort) -> None:
         self.gateway = gateway
@@ -32,12 +37,27 @@ class ConsoleSurface(Surface):
     async def stop(self) -> None:
         self.gateway = None
 
+    def live(self, origin: Origin) -> LiveSettings:
+        """Print as the text arrives (a terminal has no rate limit; 20 writes a second is smooth)."""
+        return LiveSettings(interval_s=0.05, max_chars=self.max_text - 1, first_chars=1, marks_partial=True)
+
     async def deliver(self, item: OutboxItem, edit_platform_id: str | None) -> str | None:
-        text = item.outbound.text
-        if edit_platform_id is not None:
-            text = f"(update to message {edit_platform_id}) {text}"
-        platform_id = str(next(self._ids))
-        self.out.write(f"anyy> {text}\n" if self.out.isatty() else f"{text}\n")
+        out = item.outbound
+        end = "" if out.partial else "\n"
+        printed = self._printed.pop(edit_platform_id, None) if edit_platform_id is not None else None
+        if printed is not None and out.text.startswith(printed):
+            platform_id, text = edit_platform_id, out.text[len(printed):] + end  # the streamed reply goes on
+        else:
+            platform_id, text = str(next(self._ids)), out.text + end
+            if printed is not None:  # the text changed rather than grew: start a fresh line
+                text = "\n" + text
+            if edit_platform_id is not None and printed is None:
+                text = f"(update to message {edit_platform_id}) {text}"
+            if self.out.isatty():
+                text = "anyy> " + text
+        if out.partial:
+            self._printed[platform_id] = out.text
+        self.out.write(text)
         self.out.flush()
         return platform_id
 

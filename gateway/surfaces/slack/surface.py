@@ -22,7 +22,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from gateway.config import SlackConfig
-from gateway.surfaces.base import DeliveryError, GatewayPort, Surface
+from gateway.surfaces.base import DeliveryError, GatewayPort, LiveSettings, Surface
 from gateway.surfaces.slack.blocks import ACTION_ID, SECTION_LIMIT, message_blocks
 from gateway.surfaces.slack.events import SURFACE, Press, dedupe_key, is_turn, to_inbound, to_press
 from gateway.surfaces.slack.files import FileFetcher
@@ -45,6 +45,7 @@ class SlackSurface(Surface):
     name = SURFACE
     has_buttons = True
     max_text = TEXT_LIMIT
+    live_interval_s = 1.0  # chat.update is a Tier 3 method (about 50 a minute); one edit a second fits
 
     def __init__(self, cfg: SlackConfig, bot_token: str, app_token: str | None, signing_secret: str | None,
                  data_dir: Path) -> None:
@@ -208,6 +209,11 @@ class SlackSurface(Surface):
             await client.chat_update(channel=channel, ts=ts, text=text, blocks=message_blocks(text, out.buttons))
         log.info("slack_edited channel=%s ts=%s buttons=%d", channel, ts, len(out.buttons))
         return platform_id
+
+    def live(self, origin: Origin) -> LiveSettings:
+        """Stream by chat.update; one message holds what an edit can (a section block, with room for
+        the escaping of &, < and >)."""
+        return LiveSettings(self.live_interval_s, SECTION_LIMIT * 9 // 10)
 
     @contextlib.asynccontextmanager
     async def progress(self, origin: Origin, platform_message_id: str | None) -> AsyncIterator[None]:

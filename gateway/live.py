@@ -1,0 +1,124 @@
+"""A reply that appears while the model writes it: the runtime's surface-neutral handle on streaming.
+
+The runtime hands each piece of text to `LiveReply.add` and ends with `finish`. The reply is outbox rows
+under the turn's reply key (`<turn>:reply`, then `<turn>:reply:2`, ... when it outgrows one message),
+rewritten with `OutboxService.put`: the first write sends the message, later ones edit it. Writes are
+throttled to the surface's `LiveSettings.interval_s`, so however fast the model streams, a message is
+written at most once per interval; a write that finds the text unchanged is skipped. Because the rows are
+durable and keyed by the turn, a turn re-run after a crash writes the same rows and so edits the message
+already on the screen to its final text, never sending a second copy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+
+from gateway.outbox import OutboxService
+from gateway.surfaces.base import LiveSettings
+from gateway.surfaces.text import split_text
+from store.records import Origin, Outbound
+
+log = logging.getLogger(__name__)
+
+_SENTENCE_END = re.compile(r"[.!?。！？:\n]\s")
+# The first message waits this long after the first piece, so a short reply that streams in quickly is
+# sent once, whole, instead of as a fragment and an edit a moment later.
+FIRST_WAIT_S = 0.1
+
+
+class LiveReply:
+    """One streamed reply into one chat."""
+
+    def __init__(self, outbox: OutboxService, origin: Origin, dedupe: str, settings: LiveSettings) -> None:
+        self.outbox = outbox
+        self.origin = origin
+        self.dedupe = dedupe
+        self.settings = settings
+        self.text = ""  # the current model call's text so far
+        self._shown = False  # the first message was written (enough text arrived)
+        self._final: str | None = None
+        self._written: list[tuple[str, bool]] = []  # per part: (text, partial) as last written
+        self._last_write = float("-inf")
+        self._dirty = asyncio.Event()
+        self._writer: asyncio.Task[None] | None = None
+
+    @property
+    def started(self) -> bool:
+        """Some of the reply is (or is being) shown."""
+        return self._shown
+
+    async def add(self, piece: str) -> None:
+        """Take the next piece of the reply (a `TextSink`). Never waits for the platform."""
+        if not self.text and self._last_write == float("-inf"):
+            self._last_write = asyncio.get_running_loop().time() - self.settings.interval_s + FIRST_WAIT_S
+        self.text += piece
+        if not self._shown:
+            stripped = self.text.strip()
+            if len(stripped) < self.settings.first_chars and not _SENTENCE_END.search(self.text):
+                return
+            self._shown = True
+        self._dirty.set()
+        self._ensure_writer()
+
+    def new_call(self) -> None:
+        """The model is called again (after tool calls): its text replaces what this one wrote, as the
+        final reply of a turn is the last call's text."""
+        self.text = ""
+
+    async def finish(self, text: str | None) -> None:
+        """End the reply with `text` (formatted, not marked unfinished). With None (the turn ended by
+        asking a question) the text shown so far stays, marked finished. Waits for the throttle, so the
+        final write also respects the interval."""
+        if text is None:
+            if not self._written:
+                return
+            text = self.text or self._written[-1][0]
+        if not self._shown:  # nothing on the screen yet: no reason to wait
+            self._last_write = float("-inf")
+        self._final = text
+        self._dirty.set()
+        self._ensure_writer()
+        assert self._writer is not None
+        await self._writer
+
+    def _ensure_writer(self) -> None:
+        if self._writer is None:
+            self._writer = asyncio.create_task(self._write_loop(), name=f"live-reply:{self.dedupe}")
+
+    async def _write_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await self._dirty.wait()
+            wait = self._last_write + self.settings.interval_s - loop.time()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            self._dirty.clear()
+            final = self._final
+            if await self._write(final if final is not None else self.text, partial=final is None):
+                self._last_write = loop.time()
+            if final is not None:
+                return
+
+    async def _write(self, text: str, *, partial: bool) -> bool:
+        """Write the parts that changed; True if anything was written."""
+        if not text.strip():
+            return False
+        parts = split_text(text, self.settings.max_chars)
+        wrote = False
+        for index, part in enumerate(parts):
+            state = (part, partial and index == len(parts) - 1 and self.settings.marks_partial)
+            if index < len(self._written) and self._written[index] == state:
+                continue
+            key = self.dedupe if index == 0 else f"{self.dedupe}:{index + 1}"
+            await self.outbox.put(Outbound(origin=self.origin, text=state[0], partial=state[1]), key)
+            if index < len(self._written):
+                self._written[index] = state
+            else:
+                self._written.append(state)
+            wrote = True
+        if wrote:
+            log.debug("live_reply_write key=%s parts=%d partial=%s chars=%d", self.dedupe, len(parts), partial,
+                      len(text))
+        return wrote
