@@ -152,10 +152,13 @@ class Runtime:
         return await self.outbox.enqueue(Outbound(origin=origin, text=text), dedupe)
 
     async def _answer(self, origin: Origin, text: str | None, dedupe: str, live: LiveReply | None) -> None:
+        """Deliver a turn's final text. Written with `put`, not `enqueue`: a turn re-run after a crash
+        (at start-up, before the surfaces stream) finds the row its first run streamed into, and its
+        final text becomes an edit of that message instead of being dropped as a duplicate."""
         if live is not None:
             await live.finish(text)
         elif text:
-            await self.reply(origin, text, dedupe)
+            await self.outbox.put(Outbound(origin=origin, text=text), dedupe)
 
     def _live(self, origin: Origin, dedupe: str) -> LiveReply | None:
         """A live reply when streaming is on and the surface can show one in this chat."""

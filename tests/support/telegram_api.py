@@ -41,6 +41,7 @@ class Call:
     method: str
     params: dict[str, Any]
     status: int = 200
+    at: float = field(default_factory=time.monotonic)  # when it arrived (throttling tests)
 
     @property
     def ok(self) -> bool:
