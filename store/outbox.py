@@ -48,7 +48,8 @@ class Outbox:
 
     async def put(self, outbound: Outbound, dedupe_key: str) -> int:
         """Make `outbound` the content of the row for `dedupe_key`: insert it, or rewrite that row (pending
-        again, so the dispatcher sends or edits). A failed row stays failed; an unchanged one is left be."""
+        again, so the dispatcher sends or edits). A row that failed gets the new text as a new chance (one
+        refused edit of a streaming reply must not lose the rest); an unchanged row is left be."""
         payload = outbound.model_dump_json()
 
         def op(db: Database) -> int:
@@ -61,7 +62,7 @@ class Outbox:
                      payload, iso(utcnow())])
                 return int(cur.lastrowid or 0)
             item_id, state, old = row
-            if state == "sent" and old != payload:
+            if state in ("sent", "failed") and old != payload:
                 db.execute("UPDATE outbox SET payload = ?, state = 'pending', attempts = 0, next_attempt_at = NULL,"
                            " error = NULL, revision = revision + 1 WHERE id = ?", [payload, item_id])
             elif state == "pending" and old != payload:  # a retry time already set still applies

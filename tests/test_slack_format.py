@@ -17,7 +17,9 @@ def test_markdown_renders_as_mrkdwn() -> None:
     assert to_mrkdwn("`**x** <y>`") == "`**x** &lt;y&gt;`"
     assert to_mrkdwn("```python\nif a < b: **c**\n```") == "```if a &lt; b: **c**```"
     assert to_mrkdwn("<https://example.com>") == "<https://example.com>"
-    assert to_mrkdwn("> quoted\nnot > quoted") == "> quoted\nnot &gt; quoted"
+    assert to_mrkdwn("> quoted\n\nnot > quoted") == "> quoted\n\nnot &gt; quoted"
+    # CommonMark's lazy continuation: a line right under a quote belongs to it.
+    assert to_mrkdwn("> quoted\nstill quoted") == "> quoted\n> still quoted"
     assert to_mrkdwn("ping <!channel> <@U1>") == "ping &lt;!channel&gt; &lt;@U1&gt;"  # the model cannot ping
 
 

@@ -114,7 +114,7 @@ async def test_button_value_too_long_for_telegram_is_a_permanent_failure(tg: Fak
     ("snake_case_name and 2 * 3 * 4 and a ** b", "snake_case_name and 2 * 3 * 4 and a ** b"),
     ("**unclosed bold and `code with **stars**`", "**unclosed bold and code with **stars**"),
     ("```python\nif a < b and c > d: print('&')\n```", "if a < b and c > d: print('&')"),
-    ("```\nunclosed fence <tag>", "unclosed fence <tag>"),
+    ("```\nunclosed fence <tag>", "```\nunclosed fence <tag>"),  # plain text until the fence closes
     ("> quoted **text**\n> more\nafter", "quoted text\nmore\nafter"),
     ("[label](javascript:alert(1)) and [ok](https://a.example/\"x\")", "[label](javascript:alert(1)) and ok"),
     ("***both*** ~~gone~~ ---", "both gone ---"),

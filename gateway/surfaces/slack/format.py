@@ -1,28 +1,19 @@
 """Text between Markdown (what the model writes) and Slack mrkdwn (what Slack renders), both ways.
 
 Slack's markup differs from Markdown in small, visible ways: one asterisk is bold, links are
-`<url|text>`, and `&`, `<`, `>` must be escaped or Slack reads them as markup. Code is left alone apart
-from that escaping, since Slack shows it verbatim.
+`<url|text>`, and `&`, `<`, `>` must be escaped or Slack reads them as markup (so the model cannot ping
+`<!channel>`). Code is left alone apart from that escaping, since Slack shows it verbatim. Markdown is
+parsed once as CommonMark (gateway/surfaces/markdown.py), so a reply cut mid-stream renders safely.
 """
 
 from __future__ import annotations
 
 import re
 
+from gateway.surfaces.markdown import Renderer
 from gateway.surfaces.text import split_text
 
-_FENCE = re.compile(r"```[^\n`]*\n?(.*?)```", re.DOTALL)
-_INLINE_CODE = re.compile(r"`[^`\n]+`")
-_MD_LINK = re.compile(r"\[([^\]\n]+)\]\((\S+?)\)")
-_AUTOLINK = re.compile(r"<((?:https?|mailto):[^>\s]+)>")
-_HEADING = re.compile(r"^#{1,6}[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
-_BULLET = re.compile(r"^([ \t]*)[*+-][ \t]+", re.MULTILINE)
-_QUOTE = re.compile(r"^&gt;[ \t]?", re.MULTILINE)  # a quote marker, already escaped with everything else
-_BOLD = re.compile(r"\*\*(.+?)\*\*|__(.+?)__")
-_ITALIC = re.compile(r"(?<![*\w])\*(?!\s)([^*\n]+?)(?<!\s)\*(?![*\w])")
-_STRIKE = re.compile(r"~~(.+?)~~")
-_PLACEHOLDER = re.compile("\x00(\\d+)\x00")
-_BOLD_MARK = "\x01"  # stands for a converted bold marker while single-asterisk italics are rewritten
+_MARKS = {"strong": "*", "em": "_", "s": "~", "heading": "*"}
 _SLACK_LINK = re.compile(r"<((?:https?|mailto):[^|>]+)(?:\|([^>]*))?>")
 
 
@@ -31,49 +22,41 @@ def escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
+class SlackMrkdwn(Renderer):
+    def escape(self, text: str) -> str:
+        return escape(text)
+
+    def wrap(self, kind: str, inner: str) -> str:
+        if not inner.strip():
+            return inner
+        mark = _MARKS[kind]
+        # Slack has no nesting of one mark in itself (**bold** inside a heading is already bold).
+        return f"{mark}{inner.replace(mark, '') if mark == '*' else inner}{mark}"
+
+    def code(self, text: str) -> str:
+        return f"`{escape(text)}`"
+
+    def pre(self, text: str, language: str) -> str:
+        return f"```{escape(text)}```"
+
+    def link(self, url: str, label: str) -> str:
+        safe = escape(url).replace("|", "%7C")
+        # An autolink (<https://x.org>) reads the same without a label.
+        return f"<{safe}>" if label in (url, escape(url)) else f"<{safe}|{label}>"
+
+    def unfinished(self, text: str) -> str:
+        # Slack would pair this fence with the next one it sees; a zero-width space keeps it literal.
+        return escape(text).replace("```", "`\u200b`\u200b`")
+
+    def quote(self, inner: str) -> str:
+        if not inner.strip():
+            return ""
+        return "\n".join(f"> {line}" if line else ">" for line in inner.split("\n"))
+
+
 def to_mrkdwn(markdown: str) -> str:
-    """Render Markdown as Slack mrkdwn."""
-    markdown = markdown.replace("\x00", "").replace(_BOLD_MARK, "")
-    out: list[str] = []
-    pos = 0
-    for fence in _FENCE.finditer(markdown):
-        out.append(_inline(markdown[pos:fence.start()]))
-        out.append("```" + escape(fence.group(1).rstrip("\n")) + "```")
-        pos = fence.end()
-    out.append(_inline(markdown[pos:]))
-    return "".join(out)
-
-
-def _inline(text: str) -> str:
-    out: list[str] = []
-    pos = 0
-    for code in _INLINE_CODE.finditer(text):
-        out.append(_prose(text[pos:code.start()]))
-        out.append(escape(code.group(0)))
-        pos = code.end()
-    out.append(_prose(text[pos:]))
-    return "".join(out)
-
-
-def _prose(text: str) -> str:
-    # Links are lifted out first so their URLs escape Slack-style and no emphasis rule touches them.
-    links: list[str] = []
-
-    def keep(url: str, label: str | None) -> str:
-        safe_url = escape(url).replace("|", "%7C")
-        links.append(f"<{safe_url}|{escape(label)}>" if label else f"<{safe_url}>")
-        return f"\x00{len(links) - 1}\x00"
-
-    text = _MD_LINK.sub(lambda m: keep(m.group(2), m.group(1)), text)
-    text = _AUTOLINK.sub(lambda m: keep(m.group(1), None), text)
-    text = escape(text)
-    text = _HEADING.sub(lambda m: _BOLD_MARK + _BOLD.sub(r"\1\2", m.group(1)) + _BOLD_MARK, text)
-    text = _BULLET.sub(r"\1• ", text)
-    text = _QUOTE.sub("> ", text)
-    text = _BOLD.sub(lambda m: _BOLD_MARK + (m.group(1) or m.group(2)) + _BOLD_MARK, text)
-    text = _ITALIC.sub(r"_\1_", text)
-    text = _STRIKE.sub(r"~\1~", text).replace(_BOLD_MARK, "*")
-    return _PLACEHOLDER.sub(lambda m: links[int(m.group(1))], text)
+    """Render Markdown as Slack mrkdwn (parsed as CommonMark, see gateway/surfaces/markdown.py)."""
+    return SlackMrkdwn(markdown).render()
 
 
 def mrkdwn_chunks(markdown: str, limit: int) -> list[str]:

@@ -124,8 +124,11 @@ class Sender:
     async def _formatted(self, call: Callable[..., Awaitable[T]], markdown: str) -> T:
         """Make the call with the text as Telegram HTML; if Telegram cannot parse it, again as plain text,
         so a formatting problem never loses the message."""
+        rendered = to_html(markdown)
+        if not rendered.strip():  # e.g. a lone ">" mid-stream: nothing visible as HTML, but text as written
+            return await call(markdown, parse_mode=None)
         try:
-            return await call(to_html(markdown), parse_mode=ParseMode.HTML)
+            return await call(rendered, parse_mode=ParseMode.HTML)
         except BadRequest as exc:
             if not _mentions(exc, "can't parse entities"):
                 raise
