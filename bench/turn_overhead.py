@@ -8,9 +8,10 @@ window, as a months-long Telegram DM does. The model client is wrapped to time e
 overhead of a turn is its wall time minus the time spent inside model calls, measured twice: until the
 reply is handed to the surface (what the person waits for) and until everything the turn caused has
 settled (the inbound marked done, the delivery recorded). A quarter of the turns call
-a tool (task_create then a reply), the rest are plain replies.
+a tool (task_create then a reply), the rest are plain replies. Replies are not streamed unless `--stream`
+is given (then the console prints each reply as it arrives, through the live-reply path).
 
-    .venv/bin/python bench/turn_overhead.py [--turns 400]
+    .venv/bin/python bench/turn_overhead.py [--turns 400] [--stream]
 """
 
 from __future__ import annotations
@@ -41,10 +42,10 @@ class TimedModel:
         self.inner = inner
         self.spent = 0.0
 
-    async def complete(self, messages, tools):  # type: ignore[no-untyped-def]
+    async def complete(self, messages, tools, on_text=None):  # type: ignore[no-untyped-def]
         t0 = time.perf_counter()
         try:
-            return await self.inner.complete(messages, tools)
+            return await self.inner.complete(messages, tools, on_text)
         finally:
             self.spent += time.perf_counter() - t0
 
@@ -56,13 +57,13 @@ def pct(values: list[float], p: float) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[int(p) - 1]
 
 
-async def main(turns: int) -> None:
+async def main(turns: int, stream: bool) -> None:
     fake = await asyncio.create_subprocess_exec(sys.executable, str(ROOT / "bench" / "fake_model_server.py"),
                                                 stdout=asyncio.subprocess.PIPE)
     assert fake.stdout is not None
     url = (await fake.stdout.readline()).decode().strip()
     with tempfile.TemporaryDirectory() as tmp:
-        cfg = parse_config({"model": {"base_url": url, "model": "bench"},
+        cfg = parse_config({"model": {"base_url": url, "model": "bench"}, "runtime": {"stream": stream},
                             "store": {"path": f"{tmp}/anyy.db"}}, "bench")
         model = TimedModel(make_client(cfg.model, "k"))
         console = ConsoleSurface(out=io.StringIO())
@@ -94,7 +95,7 @@ async def main(turns: int) -> None:
     fake.terminate()
     await fake.wait()
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"turns={turns} (1 in 4 with a tool call)")
+    print(f"turns={turns} (1 in 4 with a tool call), streamed={stream}")
     print(f"gateway overhead until the reply is on screen: p50={statistics.median(visible):.2f} ms "
           f"p99={pct(visible, 99):.2f} ms")
     print(f"gateway overhead until everything settled: p50={statistics.median(overhead):.2f} ms "
@@ -106,4 +107,6 @@ async def main(turns: int) -> None:
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--turns", type=int, default=400)
-    asyncio.run(main(ap.parse_args().turns))
+    ap.add_argument("--stream", action="store_true", help="stream replies (the default config does)")
+    args = ap.parse_args()
+    asyncio.run(main(args.turns, args.stream))

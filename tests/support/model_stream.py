@@ -28,6 +28,16 @@ class Pace:
     first_token_s: float = 0.0
     tokens_per_s: float = 0.0
 
+    def due_s(self, token: int) -> float:
+        """When token number `token` (0-based) is due, in seconds after the request: fixed times, so
+        the sleeps' own overshoot does not add up over a long answer."""
+        return self.first_token_s + (token / self.tokens_per_s if self.tokens_per_s else 0.0)
+
+    def whole_s(self, answer: Answer) -> float:
+        """How long the whole answer takes to generate: when a request that does not stream is answered."""
+        count = len(tokens(answer.text)) + 2 * len(answer.calls)
+        return self.due_s(count - 1) if count else self.first_token_s
+
 
 def tokens(text: str) -> list[str]:
     """The text in streamed pieces: each word with the whitespace before it."""
