@@ -12,6 +12,7 @@ already on the screen to its final text, never sending a second copy.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
 
@@ -42,6 +43,7 @@ class LiveReply:
         self._written: list[tuple[str, bool]] = []  # per part: (text, partial) as last written
         self._last_write = float("-inf")
         self._dirty = asyncio.Event()
+        self._urgent = asyncio.Event()  # cuts the first wait short: the reply is complete before it ended
         self._writer: asyncio.Task[None] | None = None
 
     @property
@@ -75,8 +77,9 @@ class LiveReply:
             if not self._written:
                 return
             text = self.text or self._written[-1][0]
-        if not self._shown:  # nothing on the screen yet: no reason to wait
+        if not self._written:  # nothing on the screen yet: no reason to wait
             self._last_write = float("-inf")
+            self._urgent.set()
         self._final = text
         self._dirty.set()
         self._ensure_writer()
@@ -93,7 +96,8 @@ class LiveReply:
             await self._dirty.wait()
             wait = self._last_write + self.settings.interval_s - loop.time()
             if wait > 0:
-                await asyncio.sleep(wait)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._urgent.wait(), wait)
             self._dirty.clear()
             final = self._final
             if await self._write(final if final is not None else self.text, partial=final is None):
