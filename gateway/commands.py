@@ -16,6 +16,7 @@ from toolsets.loader import loader_tool
 
 HELP = """Anyy — your assistant. Just write; or use:
 /new — start a fresh conversation (history stays searchable)
+/compact — summarise the older part of this conversation now
 /tools — the tools visible to the model now
 /toolsets — what the last turn selected and why; /toolsets pin NAME… or /toolsets auto
 /remind <when> <text> — e.g. /remind 10m stretch, /remind 09:00 standup
@@ -36,7 +37,7 @@ class Commands:
             "start": self.start, "help": self.help, "new": self.new, "tools": self.tools,
             "toolsets": self.toolsets, "approvals": self.list_approvals, "approve": self.approve,
             "deny": self.deny, "tasks": self.tasks, "remind": self.remind, "reminders": self.reminders,
-            "cancel": self.cancel,
+            "cancel": self.cancel, "compact": self.compact,
         }
 
     async def __call__(self, inbound: Inbound, session: SessionRecord) -> str | None:
@@ -56,6 +57,14 @@ class Commands:
     async def new(self, inbound: Inbound, session: SessionRecord, args: str) -> str:
         await self.runtime.sessions.new_epoch(session.id)
         return "Started a fresh conversation. Earlier messages stay searchable."
+
+    async def compact(self, inbound: Inbound, session: SessionRecord, args: str) -> str:
+        if self.runtime.model is None:
+            return "No model is configured, so there is nothing to summarise with."
+        count = await self.runtime.compactor.compact(session, force=True)
+        if not count:
+            return "Nothing to compact yet: the conversation is short."
+        return f"Summarised {count} earlier messages; the conversation continues from the summary."
 
     def _selection(self, session: SessionRecord) -> Selection:
         if session.last_selection:

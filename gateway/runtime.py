@@ -17,6 +17,7 @@ from typing import Any
 
 from gateway.access import Access
 from gateway.background import Background
+from gateway.compaction import Compactor
 from gateway.config import Config
 from gateway.context import TurnContext
 from gateway.history import HistoryWindows, to_chat
@@ -55,6 +56,7 @@ class Runtime:
         self.sessions = Sessions(store)
         self.messages = Messages(store)
         self.windows = HistoryWindows(self.messages, config.runtime.context_budget)
+        self.compactor = Compactor(self.messages, self.windows, model)
         self.inbound_log = InboundLog(store)
         self._lanes: dict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._turns = Background()
@@ -135,7 +137,7 @@ class Runtime:
             text = await self.model_turn(session, turn_id, user_text=user_text,
                                          has_attachments=bool(inbound.attachments))
         if text:
-            await self.reply(inbound.origin, text, f"{turn_id}:reply")
+            self._compact_after(session, await self.reply(inbound.origin, text, f"{turn_id}:reply"))
 
     async def _follow_up(self, session_id: str, event: str, dedupe: str) -> None:
         async with self._lanes[session_id]:
@@ -144,7 +146,11 @@ class Runtime:
                 return
             text = await self.model_turn(session, dedupe, event=event)
             if text:
-                await self.reply(session.origin, text, f"{dedupe}:reply")
+                self._compact_after(session, await self.reply(session.origin, text, f"{dedupe}:reply"))
+
+    def _compact_after(self, session: SessionRecord, outbox_id: int) -> None:
+        """Summarise what left the window once the reply is delivered (off the reply's critical path)."""
+        self._turns.spawn(self.compactor.after_reply(session, self.outbox.delivered(outbox_id)))
 
     async def reply(self, origin: Origin, text: str, dedupe: str) -> int:
         return await self.outbox.enqueue(Outbound(origin=origin, text=text), dedupe)

@@ -201,3 +201,27 @@ def m002_fts_conversation_only(db: Database) -> None:
             SELECT id, content FROM messages WHERE role IN ('user', 'assistant');
         """
     )
+
+
+@MIGRATIONS()
+def m010_summaries_searchable(db: Database) -> None:
+    """Context-compaction summaries are searchable like conversation text (session_search finds what was
+    summarised). Rebuilds the FTS triggers of m002 with the 'summary' role added."""
+    roles = "('user', 'assistant', 'summary')"
+    db.executescript(
+        f"""
+        DROP TRIGGER messages_ai;
+        DROP TRIGGER messages_ad;
+        DROP TRIGGER messages_au;
+        CREATE TRIGGER messages_ai AFTER INSERT ON messages WHEN new.role IN {roles} BEGIN
+            INSERT INTO messages_fts (rowid, content) VALUES (new.rowid, new.content);
+        END;
+        CREATE TRIGGER messages_ad AFTER DELETE ON messages WHEN old.role IN {roles} BEGIN
+            INSERT INTO messages_fts (messages_fts, rowid, content) VALUES ('delete', old.rowid, old.content);
+        END;
+        CREATE TRIGGER messages_au AFTER UPDATE ON messages WHEN old.role IN {roles} BEGIN
+            INSERT INTO messages_fts (messages_fts, rowid, content) VALUES ('delete', old.rowid, old.content);
+            INSERT INTO messages_fts (rowid, content) SELECT new.rowid, new.content WHERE new.role IN {roles};
+        END;
+        """
+    )

@@ -107,7 +107,7 @@ class MessageRecord(BaseModel):
     session_id: str
     epoch: int = 0
     turn_id: str
-    role: Literal["user", "assistant", "tool", "event"]
+    role: Literal["user", "assistant", "tool", "event", "summary"]
     content: str = ""
     tool_calls: list[ToolCallRecord] = Field(default_factory=list)
     tool_call_id: str | None = None
