@@ -14,6 +14,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from connectors.web.hosts import normalise_pattern
+
 
 class ConfigError(Exception):
     """A config problem, phrased for a person: which file, which key, what is wrong."""
@@ -125,6 +127,42 @@ class CalendarConfig(Section):
     timeout_s: float = Field(30, gt=0)
 
 
+class WebConfig(Section):
+    """The web toolset. Without a [web] section: fetch and extract of public pages, no search."""
+
+    search: Literal["searxng", "brave", "tavily", "none"] = "none"
+    searxng_url: str = "http://127.0.0.1:8888"
+    api_key_env: str = Field("", description="for brave / tavily; default BRAVE_API_KEY / TAVILY_API_KEY")
+    allow_private_urls: bool = False
+    allowed_hosts: list[str] = Field(default_factory=list)
+    denied_hosts: list[str] = Field(default_factory=list)
+    max_bytes: int = Field(5_000_000, ge=10_000, le=100_000_000)
+    timeout_s: float = Field(20, gt=0, le=300)
+
+    @field_validator("allowed_hosts", "denied_hosts")
+    @classmethod
+    def _patterns(cls, v: list[str]) -> list[str]:
+        out = []
+        for pattern in v:
+            try:
+                out.append(normalise_pattern(pattern))
+            except ValueError as exc:
+                raise ValueError(f"{exc} (use 'example.com' or '*.example.com')") from None
+        return out
+
+    @field_validator("searxng_url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        if not v.startswith(("http://", "https://")):
+            raise ValueError(f"{v!r} is not an http(s) URL")
+        return v
+
+    @property
+    def key_env(self) -> str:
+        """The environment variable holding the search API key."""
+        return self.api_key_env or {"brave": "BRAVE_API_KEY", "tavily": "TAVILY_API_KEY"}.get(self.search, "")
+
+
 class ConsoleConfig(Section):
     user_id: str = "owner"
 
@@ -140,6 +178,7 @@ class Config(Section):
     slack: SlackConfig | None = None
     email: EmailConfig | None = None
     calendar: CalendarConfig | None = None
+    web: WebConfig = Field(default_factory=WebConfig)
 
     source: str = Field("(defaults)", exclude=True)
     data_dir: Path = Field(default_factory=lambda: data_dir(), exclude=True)

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from connectors.calendar import CalendarClient, CalendarSettings
 from connectors.email import EmailClient, EmailSettings
-from gateway.config import CalendarConfig, Config, EmailConfig, secret
+from connectors.web import Guard, HostRules, WebFetcher, search_backend
+from gateway.config import CalendarConfig, Config, EmailConfig, WebConfig, secret
 from gateway.scheduler import AutomationService
 from toolsets.memory import MemoryLimits
 
@@ -49,6 +50,18 @@ def calendar_client(cfg: CalendarConfig) -> CalendarClient:
                                            default_calendar=cfg.default_calendar, timeout=cfg.timeout_s))
 
 
+def web_services(cfg: WebConfig) -> dict[str, Any]:
+    """The fetcher ("web", always: the public web needs no configuration) and the search backend
+    ("web_search", only when one is configured; without it the web_search tool is absent)."""
+    guard = Guard(HostRules(cfg.allowed_hosts, cfg.denied_hosts), allow_private=cfg.allow_private_urls)
+    out: dict[str, Any] = {"web": WebFetcher(guard, max_bytes=cfg.max_bytes, timeout_s=cfg.timeout_s)}
+    backend = search_backend(cfg.search, searxng_url=cfg.searxng_url, api_key=secret(cfg.key_env) if cfg.key_env else None,
+                             key_env=cfg.key_env, timeout_s=cfg.timeout_s)
+    if backend is not None:
+        out["web_search"] = backend
+    return out
+
+
 def connectors(config: Config) -> dict[str, Any]:
     """The configured connectors by service name. Building one opens no connection."""
     out: dict[str, Any] = {}
@@ -61,6 +74,7 @@ def connectors(config: Config) -> dict[str, Any]:
 
 async def build_services(gateway: "Gateway") -> dict[str, Any]:
     services: dict[str, Any] = {"surfaces": SurfaceStatus(gateway), **connectors(gateway.config),
+                                **web_services(gateway.config.web),
                                 "memory": MemoryLimits(max_chars=gateway.config.runtime.memory_max_chars)}
     services["automations"] = AutomationService(gateway.store, gateway.config.tz, gateway.outbox.enqueue,
                                                 gateway.run_prompt)

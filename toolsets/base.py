@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Container
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
 from typing import Any, Protocol, get_type_hints
@@ -139,6 +139,7 @@ class Tool:
     handler: Handler
     descriptor: Descriptor
     previewer: PreviewFn | None = None
+    requires: str | None = None  # a service without which this one tool is absent (its toolset stays)
     _schema: dict[str, Any] | None = field(default=None, repr=False)
 
     def schema(self) -> dict[str, Any]:
@@ -187,18 +188,28 @@ class Toolset:
         visible_chars: int = 4000,
         stored_chars: int = 200_000,
         steering: bool = False,
+        requires: str | None = None,
     ) -> Callable[[Handler], Tool]:
-        """Decorator: turn `async def name(ctx, ...)` into a `Tool` of this toolset."""
+        """Decorator: turn `async def name(ctx, ...)` into a `Tool` of this toolset. `requires` names a
+        service without which this tool is absent while the rest of the toolset exists."""
 
         def wrap(fn: Handler) -> Tool:
             descriptor = Descriptor(risk=risk, approval=approval, execution=execution, steering=steering,
                                     output_budget=OutputBudget(visible_chars=visible_chars, stored_chars=stored_chars))
             t = Tool(name=fn.__name__, toolset=self.name, description=_summary(fn), args_model=args_model_for(fn),
-                     handler=fn, descriptor=descriptor)
+                     handler=fn, descriptor=descriptor, requires=requires)
             self.tools.append(t)
             return t
 
         return wrap
+
+    def present(self, services: Container[str]) -> Toolset | None:
+        """This toolset as it exists with these services: None without the service it requires, and
+        without the tools whose own requirement is missing (itself when nothing is missing)."""
+        if self.requires is not None and self.requires not in services:
+            return None
+        tools = [t for t in self.tools if t.requires is None or t.requires in services]
+        return self if len(tools) == len(self.tools) else replace(self, tools=tools)
 
 
 def _summary(fn: Callable[..., Any]) -> str:

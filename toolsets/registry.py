@@ -6,6 +6,7 @@ from toolsets import automation
 from toolsets import calendar
 from toolsets import email
 from toolsets import clarify, memory, messaging, sessions, tasks
+from toolsets import web
 from toolsets.base import Tool, Toolset
 
 TOOLSETS: list[Toolset] = [
@@ -17,6 +18,7 @@ TOOLSETS: list[Toolset] = [
     clarify.TOOLSET,
     calendar.TOOLSET,
     email.TOOLSET,
+    web.TOOLSET,
 ]
 
 
