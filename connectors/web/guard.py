@@ -30,6 +30,7 @@ from connectors.web.hosts import HostRules, normalise_host
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 Resolver = Callable[[str, int], Awaitable[list[str]]]
+AddressPolicy = Callable[[IPAddress], str | None]
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
 _FORBIDDEN_CHARS = re.compile(r"[\s\\\x00-\x1f\x7f]")
@@ -118,7 +119,7 @@ def blocked_reason(ip: IPAddress) -> str | None:
         inner = _embedded_v4(ip)
         if inner is not None:
             why = blocked_reason(inner)
-            return f"it embeds {inner}, {why}" if why else None
+            return f"an IPv6 form of {inner}, {why}" if why else None
     if ip in _METADATA:
         return "a cloud metadata address"
     if ip.is_loopback:
@@ -153,15 +154,19 @@ def parse_url(url: str) -> SplitResult:
 class Guard:
     """Checks URLs against the host rules and the private-network rule.
 
-    `allow_private` is the operator's explicit opt-out of the address check (host rules still apply);
-    `resolver` replaces DNS (tests map public-looking names to local addresses with it).
+    `allow_private` is the operator's explicit opt-out of the address check (host rules still apply).
+    The other arguments are seams for tests: `resolver` replaces DNS (to map a public-looking name to a
+    local address), `address_policy` replaces `blocked_reason` (to let one loopback address play a public
+    server), `default_ports` the ports of URLs that name none.
     """
 
     def __init__(self, rules: HostRules | None = None, *, allow_private: bool = False,
-                 resolver: Resolver = system_resolver, default_ports: dict[str, int] | None = None) -> None:
+                 resolver: Resolver = system_resolver, address_policy: AddressPolicy | None = None,
+                 default_ports: dict[str, int] | None = None) -> None:
         self.rules = rules or HostRules()
         self.allow_private = allow_private
         self.resolver = resolver
+        self.address_policy = address_policy or blocked_reason
         self.default_ports = default_ports or DEFAULT_PORTS
 
     def host_of(self, url: str) -> tuple[SplitResult, str]:
@@ -199,7 +204,7 @@ class Guard:
         chosen: str | None = None
         for text in addresses:
             ip = ipaddress.ip_address(text.split("%", 1)[0])
-            why = blocked_reason(ip)
+            why = self.address_policy(ip)
             if why and not self.allow_private:
                 shown = host if literal is not None else f"{host} resolves to {ip}, which"
                 raise BlockedURL(f"{shown} is {why}; private and internal addresses cannot be fetched")
