@@ -165,3 +165,11 @@ def test_bad_patterns_are_config_errors_naming_the_key() -> None:
     with pytest.raises(ConfigError, match=r"\[web.allowed_hosts\].*not a valid host name"):
         parse_config({"web": {"allowed_hosts": ["exa mple.com"]}})
     assert parse_config({"web": {"allowed_hosts": ["*.Example.COM"]}}).web.allowed_hosts == ["*.example.com"]
+
+
+@pytest.mark.parametrize("url", ["http://93.184.216.34/", "http://[::ffff:93.184.216.34]/", "http://[64:ff9b::5db8:d822]/",
+                                 "http://[2002:5db8:d822::]/", "http://[2606:4700:4700::1111]/", "http://1.1/"])
+async def test_public_addresses_pass_in_any_form(url: str) -> None:
+    # 64:ff9b::/96 is where DNS64 puts every IPv4-only site on an IPv6-only network: public inside, public.
+    target = await Guard(resolver=resolver({})).check(url)
+    assert target.address == target.host
