@@ -20,7 +20,7 @@ TOOLSET = Toolset(
     "web",
     "the public web: search (when a backend is configured), read a page as text, read up to five pages",
     keywords=(
-        r"https?://", r"\bwww\.[\w-]", r"\b[\w-]+\.(?:com|org|net|io|dev|gov|edu|ai|co|info)/",
+        r"https?://", r"\bwww\.[\w-]", r"\b[\w-]+(?:\.com/|\.org/|\.net/|\.io/|\.dev/|\.gov/|\.edu/|\.ai/|\.co/|\.info/)",
         r"\bsearch(?:es|ed|ing)? (?:for|the web|online|the internet)\b", r"\bweb ?search\b", r"\bgoogle\b",
         r"\blook(?:ing)? (?:it |this |that |them )?up\b", r"\blookup\b", r"\blatest\b", r"\bnews\b",
         r"\bheadlines?\b", r"\bweather\b", r"\bforecast\b", r"\bweb ?(?:site|page)s?\b", r"\bsite\b",
