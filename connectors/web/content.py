@@ -12,6 +12,8 @@ import codecs
 import io
 from dataclasses import dataclass
 
+import lxml.html
+
 _HTML = {"text/html", "application/xhtml+xml"}
 _TEXT_APPLICATION = {"application/json", "application/xml", "application/javascript", "application/x-ndjson",
                      "application/yaml", "application/toml"}
@@ -80,14 +82,18 @@ def _decode(body: bytes, charset: str | None) -> str:
     return body.decode("utf-8", errors="replace")
 
 
-def _html_title(body: bytes) -> str | None:
-    import lxml.html  # imported with trafilatura, which depends on it
+def _clean_title(title: object) -> str | None:
+    """A title on one line, or None when there is none."""
+    text = " ".join(str(title).split()) if title else ""
+    return text or None
 
+
+def _html_title(body: bytes) -> str | None:
     try:
         title = lxml.html.document_fromstring(body).findtext(".//title")
     except Exception:  # lxml raises several types for unparsable markup; the title is optional
         return None
-    return " ".join(title.split()) or None if title else None
+    return _clean_title(title)
 
 
 def _html(body: bytes, url: str) -> Readable:
@@ -115,8 +121,7 @@ def _pdf(body: bytes, complete: bool, max_bytes: int) -> Readable:
     except (PdfReadError, ValueError, KeyError) as exc:
         raise UnsupportedContent(f"application/pdf that cannot be read: {exc}") from None
     text = "\n\n".join(f"[page {i}]\n{t.strip()}" for i, t in enumerate(pages, 1) if t.strip())
-    return Readable("pdf", text or "(the PDF has no extractable text; it may be scanned images)",
-                    str(title).strip() or None if title else None)
+    return Readable("pdf", text or "(the PDF has no extractable text; it may be scanned images)", _clean_title(title))
 
 
 def readable(content_type: str, body: bytes, *, url: str, complete: bool = True, max_bytes: int = 0) -> Readable:
