@@ -28,7 +28,8 @@ log = logging.getLogger(__name__)
 
 MAX_REDIRECTS = 5
 CACHE_TTL_S = 15 * 60
-CACHE_ENTRIES = 128
+CACHE_ENTRIES = 64  # each holds at most max_chars of text
+UPGRADE_CONNECT_S = 4.0  # how long an https attempt for an http:// URL may take to connect
 USER_AGENT = "Anyy/0.1 (personal assistant)"
 _REDIRECTS = {301, 302, 303, 307, 308}
 _CHUNK = 64 * 1024
@@ -83,7 +84,7 @@ class WebFetcher:
 
     async def fetch(self, url: str, *, max_chars: int | None = None) -> Page:
         """The page at `url` as text (cached for 15 minutes). Raises FetchError with a readable reason."""
-        limit = max_chars or self.max_chars
+        limit = min(max_chars or self.max_chars, self.max_chars)
         cached = self._cache.get(url)
         if cached and time.monotonic() - cached[0] < CACHE_TTL_S:
             self._cache.move_to_end(url)
@@ -99,6 +100,7 @@ class WebFetcher:
             raise FetchError(f"{url}: {_network_reason(exc)}") from None
         except UnsupportedContent as exc:
             raise FetchError(f"{url}: {exc}") from None
+        page = _cut(page, self.max_chars)  # what the cache holds stays bounded
         self._cache[url] = (time.monotonic(), page)
         while len(self._cache) > CACHE_ENTRIES:
             self._cache.popitem(last=False)
@@ -110,7 +112,7 @@ class WebFetcher:
         upgrade = self._upgrade(url)
         if upgrade:
             try:
-                return await self._follow(url, upgrade)
+                return await self._follow(url, upgrade, connect_s=UPGRADE_CONNECT_S)
             except (httpx.ConnectError, httpx.ConnectTimeout):  # TLS failures are ConnectErrors too
                 log.debug("web_fetch https_unavailable, falling back to http")
         return await self._follow(url, url)
@@ -122,10 +124,12 @@ class WebFetcher:
             return None
         return parts._replace(scheme="https").geturl()
 
-    async def _follow(self, asked: str, url: str) -> Page:
-        for _ in range(MAX_REDIRECTS + 1):
+    async def _follow(self, asked: str, url: str, connect_s: float | None = None) -> Page:
+        """Fetch `url`, following redirects; `connect_s` shortens the first connection's timeout (an
+        https attempt that a firewall drops must leave time for the http fallback)."""
+        for hop in range(MAX_REDIRECTS + 1):
             target = await self.guard.check(url)
-            response = await self._send(target)
+            response = await self._send(target, connect_s if hop == 0 else None)
             try:
                 if response.status_code in _REDIRECTS and "location" in response.headers:
                     url = urljoin(target.url, response.headers["location"])
@@ -141,13 +145,14 @@ class WebFetcher:
             return _page(asked, target, response.status_code, content_type, text, len(body), not complete)
         raise FetchError(f"{asked}: more than {MAX_REDIRECTS} redirects")
 
-    async def _send(self, target: Target) -> httpx.Response:
+    async def _send(self, target: Target, connect_s: float | None) -> httpx.Response:
         ip = f"[{target.address}]" if ":" in target.address else target.address
         host_header = target.url.split("/", 3)[2]  # the host (and explicit port) as the URL has it
         request = self._client.build_request(
             "GET", f"{target.scheme}://{ip}:{target.port}{target.target}",
             headers={"Host": host_header, "Accept": "text/html,application/xhtml+xml,text/*;q=0.9,*/*;q=0.8"},
-            extensions={"sni_hostname": target.host})
+            extensions={"sni_hostname": target.host},
+            timeout=httpx.Timeout(self.timeout_s, connect=min(connect_s or self.timeout_s, self.timeout_s)))
         return await self._client.send(request, stream=True)
 
     async def _read(self, response: httpx.Response) -> tuple[bytes, bool]:
