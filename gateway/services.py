@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from connectors.calendar import CalendarClient, CalendarSettings
 from connectors.email import EmailClient, EmailSettings
-from connectors.web import Guard, HostRules, WebFetcher, search_backend
+from connectors.web import Guard, HostRules, SearchError, WebFetcher, search_backend
 from gateway.config import CalendarConfig, Config, EmailConfig, WebConfig, secret
 from gateway.scheduler import AutomationService
 from toolsets.memory import MemoryLimits
@@ -99,4 +99,25 @@ async def connector_checks(config: Config) -> list[tuple[str, str, str]]:
             lines.append(("✗", name, str(exc)))
         finally:
             await client.aclose()
+    lines.append(await web_check(config.web))
     return lines
+
+
+async def web_check(cfg: WebConfig) -> tuple[str, str, str]:
+    """`anyy doctor`'s web line: what fetches may reach, and whether the search backend answers."""
+    reach = "private network allowed" if cfg.allow_private_urls else "public web only"
+    if cfg.allowed_hosts:
+        reach += f", only {len(cfg.allowed_hosts)} allowed host pattern(s)"
+    services = web_services(cfg)
+    try:
+        backend = services.get("web_search")
+        if backend is None:
+            return ("✓", "web", f"fetch: {reach}; search: none configured ([web] search)")
+        try:
+            results = await backend.search("anyy doctor", 1)
+        except SearchError as exc:
+            return ("✗", "web", f"fetch: {reach}; search ({cfg.search}): {exc}")
+        return ("✓", "web", f"fetch: {reach}; search ({cfg.search}): answering ({len(results)} result(s))")
+    finally:
+        for service in services.values():
+            await service.aclose()
