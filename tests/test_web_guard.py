@@ -173,3 +173,21 @@ async def test_public_addresses_pass_in_any_form(url: str) -> None:
     # 64:ff9b::/96 is where DNS64 puts every IPv4-only site on an IPv6-only network: public inside, public.
     target = await Guard(resolver=resolver({})).check(url)
     assert target.address == target.host
+
+
+async def test_the_checked_address_is_the_one_connected_to(site: FakeSite) -> None:
+    """DNS rebinding: the name answers "public" for the check and 127.0.0.1 afterwards. One lookup per
+    hop, and the request goes to the checked address (the system resolver does not know the name)."""
+    answers = [["127.0.0.2"]]
+    asked: list[str] = []
+
+    async def rebinding(host: str, port: int) -> list[str]:
+        asked.append(host)
+        return answers.pop() if answers else ["127.0.0.1"]
+
+    fetcher = WebFetcher(Guard(resolver=rebinding, address_policy=_pretend_public("127.0.0.2")))
+    try:
+        page = await fetcher.fetch(f"http://rebind.test:{site.alt_port}/notes.txt")
+    finally:
+        await fetcher.aclose()
+    assert page.text.startswith("plain notes") and asked == ["rebind.test"]
