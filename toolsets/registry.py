@@ -5,6 +5,8 @@ from __future__ import annotations
 from toolsets import automation
 from toolsets import calendar
 from toolsets import email
+from toolsets import file
+from toolsets import terminal
 from toolsets import clarify, memory, messaging, sessions, tasks
 from toolsets.base import Tool, Toolset
 
@@ -17,6 +19,8 @@ TOOLSETS: list[Toolset] = [
     clarify.TOOLSET,
     calendar.TOOLSET,
     email.TOOLSET,
+    file.TOOLSET,
+    terminal.TOOLSET,
 ]
 
 
