@@ -17,6 +17,17 @@ from toolsets.base import ToolError
 from toolsets.terminal import process
 
 
+@pytest.fixture(autouse=True)
+def fake_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every command these tests hold would run for real if the policy were broken: `~` must never be
+    the real home directory (`rm -rf ~` is one of them)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "keep").write_text("precious")
+    monkeypatch.setenv("HOME", str(home))
+    return home
+
+
 @pytest.fixture
 def ws(tmp_path: Path) -> Path:
     return tmp_path / "ws"
@@ -200,13 +211,14 @@ async def test_commands_beyond_the_allowlist_are_held(host, model, ws, command):
 
 
 async def test_destructive_command_is_force_change_plan_even_with_an_allow_all_hook(start_console, host_config,
-                                                                                  model, ws):
+                                                                                  model, ws, fake_home):
     harness = await start_console(host_config(approvals={"hook": "tests.support.hooks:allow_all"}))
     result = await call(harness, model, "bash", {"command": "echo hooked > hooked.txt"})
     assert "exit code 0" in result and (ws / "hooked.txt").exists()  # the hook can wave an ordinary command through
     await held(harness, model, "bash", {"command": "rm -rf ~"})
     rec = (await pending(harness))[0]
     assert rec.execution == "force_change_plan" and "DESTRUCTIVE" in rec.preview
+    assert (fake_home / "keep").read_text() == "precious"
 
 
 async def test_env_of_an_approved_command_has_no_configured_secret(start_console, host_config, model, monkeypatch):
