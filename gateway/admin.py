@@ -83,7 +83,9 @@ async def tools(config: Config, args: argparse.Namespace) -> int:
 
 
 def _configured(config: Config, requires: str) -> bool:
-    return requires == "automations" or getattr(config, requires, None) is not None
+    if requires == "terminal":
+        return config.terminal.enabled
+    return requires in ("automations", "workspace") or getattr(config, requires, None) is not None
 
 
 async def approvals_list(config: Config, args: argparse.Namespace) -> int:

@@ -158,7 +158,8 @@ async def test_without_the_sandbox_the_same_command_reaches_both(start_console, 
 def test_atomic_write_rechecks_the_hash_right_before_the_rename(tmp_path):
     from connectors.workspace import Workspace, WorkspaceError, file_hash
 
-    target = tmp_path / "f.txt"
+    (tmp_path / "w").mkdir()
+    target = tmp_path / "w" / "f.txt"
     target.write_text("v1")
     seen = file_hash(target)
     target.write_text("v2")  # changed between the check and the write
@@ -166,6 +167,6 @@ def test_atomic_write_rechecks_the_hash_right_before_the_rename(tmp_path):
         Workspace.write_atomic(target, b"mine", seen)
     with pytest.raises(WorkspaceError, match="appeared"):
         Workspace.write_atomic(target, b"mine", None)  # "create" must not clobber what appeared
-    assert target.read_text() == "v2" and sorted(p.name for p in tmp_path.iterdir()) == ["f.txt"]
+    assert target.read_text() == "v2" and sorted(p.name for p in target.parent.iterdir()) == ["f.txt"]
     Workspace.write_atomic(target, b"v3", file_hash(target))
     assert target.read_text() == "v3"
