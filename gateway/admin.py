@@ -87,7 +87,9 @@ async def tools(config: Config, args: argparse.Namespace) -> int:
 def _configured(config: Config, requires: str) -> bool:
     if requires == "web_search":
         return config.web.search != "none"
-    return requires in ("automations", "web") or getattr(config, requires, None) is not None
+    if requires == "terminal":
+        return config.terminal.enabled
+    return requires in ("automations", "web", "workspace") or getattr(config, requires, None) is not None
 
 
 async def approvals_list(config: Config, args: argparse.Namespace) -> int:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from connectors.web.hosts import normalise_pattern
 
@@ -167,6 +167,34 @@ class ConsoleConfig(Section):
     user_id: str = "owner"
 
 
+class WorkspaceConfig(Section):
+    root: str = Field("", description="default: <data dir>/workspace, created on first use")
+    write_roots: list[str] = Field(default_factory=list, description="more directories writes may go to")
+
+
+class AllowRule(Section):
+    """An operator-added allowlist rule: `program` (and `subcommand`, when given) run without approval
+    as long as the rest of the command passes the metacharacter check."""
+
+    program: str = Field(min_length=1, pattern=r"^[A-Za-z0-9._+-]+$")
+    subcommand: str | None = Field(None, min_length=1, pattern=r"^[A-Za-z0-9._:+-]+$")
+
+
+class TerminalConfig(Section):
+    enabled: bool = True
+    sandbox: Literal["none", "bwrap"] = "none"
+    network: bool = True
+    timeout_s: float = Field(120, gt=0, le=3600)
+    allowlist: list[AllowRule] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _network_needs_sandbox(self) -> "TerminalConfig":
+        if not self.network and self.sandbox != "bwrap":
+            raise ValueError('network = false needs sandbox = "bwrap": without the sandbox commands always '
+                             "reach the network")
+        return self
+
+
 class Config(Section):
     model: ModelConfig = Field(default_factory=ModelConfig)
     store: StoreConfig = Field(default_factory=StoreConfig)
@@ -174,6 +202,8 @@ class Config(Section):
     tool_governance: GovernanceConfig = Field(default_factory=GovernanceConfig)
     approvals: ApprovalsConfig = Field(default_factory=ApprovalsConfig)
     console: ConsoleConfig = Field(default_factory=ConsoleConfig)
+    workspace: WorkspaceConfig = Field(default_factory=WorkspaceConfig)
+    terminal: TerminalConfig = Field(default_factory=TerminalConfig)
     telegram: TelegramConfig | None = None
     slack: SlackConfig | None = None
     email: EmailConfig | None = None
@@ -190,6 +220,24 @@ class Config(Section):
     @property
     def store_path(self) -> Path:
         return Path(self.store.path).expanduser() if self.store.path else self.data_dir / "anyy.db"
+
+    @property
+    def workspace_root(self) -> Path:
+        return Path(self.workspace.root).expanduser() if self.workspace.root else self.data_dir / "workspace"
+
+    def secret_env_names(self) -> set[str]:
+        """Every environment variable a `*_env` key names, in any section: the secrets Anyy was given."""
+        names: set[str] = set()
+
+        def walk(model: BaseModel) -> None:
+            for key, value in model:
+                if isinstance(value, BaseModel):
+                    walk(value)
+                elif key.endswith("_env") and isinstance(value, str) and value:
+                    names.add(value)
+
+        walk(self)
+        return names
 
 
 def data_dir() -> Path:

@@ -7,13 +7,19 @@ appear for the model (toolsets name the service they require).
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from connectors.calendar import CalendarClient, CalendarSettings
 from connectors.email import EmailClient, EmailSettings
+from connectors.processes import Settings
+from connectors.shellrules import Rule
 from connectors.web import Guard, HostRules, SearchError, WebFetcher, search_backend
+from connectors.workspace import Workspace
 from gateway.config import CalendarConfig, Config, EmailConfig, WebConfig, secret
 from gateway.scheduler import AutomationService
+from store.db import Store
+from toolsets.jobs import Terminal
 from toolsets.memory import MemoryLimits
 
 if TYPE_CHECKING:
@@ -72,12 +78,35 @@ def connectors(config: Config) -> dict[str, Any]:
     return out
 
 
+def workspace(config: Config) -> Workspace:
+    return Workspace(config.workspace_root, [Path(p) for p in config.workspace.write_roots])
+
+
+def terminal(config: Config, store: Store) -> Terminal:
+    """The terminal service: commands run in the workspace with every configured secret scrubbed from
+    their environment; under bwrap they cannot see the data directory (the store holds every chat)."""
+    ws = workspace(config)
+    cfg = config.terminal
+    data = config.store_path.parent
+    settings = Settings(workspace=ws.root.resolve(), writable=tuple(ws.roots()), hidden=(data, config.data_dir),
+                        secret_names=frozenset(config.secret_env_names()), sandbox=cfg.sandbox == "bwrap",
+                        network=cfg.network)
+    return Terminal(store=store, settings=settings, logs_dir=data / "processes", timeout_s=cfg.timeout_s,
+                    rules=tuple(Rule(r.program, r.subcommand) for r in cfg.allowlist), home=str(Path.home()))
+
+
 async def build_services(gateway: "Gateway") -> dict[str, Any]:
-    services: dict[str, Any] = {"surfaces": SurfaceStatus(gateway), **connectors(gateway.config),
-                                **web_services(gateway.config.web),
-                                "memory": MemoryLimits(max_chars=gateway.config.runtime.memory_max_chars)}
-    services["automations"] = AutomationService(gateway.store, gateway.config.tz, gateway.outbox.enqueue,
+    config = gateway.config
+    services: dict[str, Any] = {"surfaces": SurfaceStatus(gateway), **connectors(config), **web_services(config.web),
+                                "memory": MemoryLimits(max_chars=config.runtime.memory_max_chars),
+                                "workspace": workspace(config)}
+    services["automations"] = AutomationService(gateway.store, config.tz, gateway.outbox.enqueue,
                                                 gateway.run_prompt)
+    if config.terminal.enabled:
+        term = terminal(config, gateway.store)
+        if gateway.resident:  # only the resident process may declare another's processes lost
+            await term.recover()
+        services["terminal"] = term
     return services
 
 

@@ -67,6 +67,18 @@ class Descriptor(BaseModel):
     # the turn has read external content, a call is held for the owner's approval.
     steering: bool = False
 
+    def for_call(self, requested: ExecutionPolicy) -> "Descriptor":
+        """This descriptor for one call whose arguments asked for `requested` (a tool's call policy,
+        see `Tool.call_policy`). A call may always be made stricter. The one loosening is
+        `change_plan` -> `audit`, for a call its tool classified as read-only (an allowlisted `ls`): it
+        then runs at once, recorded, with no approval of any kind. `force_change_plan` never loosens."""
+        order = list(ExecutionPolicy)
+        if order.index(requested) > order.index(self.execution):
+            return self.model_copy(update={"execution": requested})
+        if self.execution is ExecutionPolicy.CHANGE_PLAN and requested is ExecutionPolicy.AUDIT:
+            return self.model_copy(update={"execution": ExecutionPolicy.AUDIT, "approval": ApprovalPolicy.NONE})
+        return self
+
 
 class ToolError(Exception):
     """A failure the model should read and can recover from (bad input found by the handler, a
@@ -126,6 +138,7 @@ class ToolContext(Protocol):
 
 Handler = Callable[..., Awaitable[Any]]
 PreviewFn = Callable[[ToolContext, BaseModel], Awaitable[Preview]]
+CallPolicyFn = Callable[[ToolContext, BaseModel], ExecutionPolicy]
 
 
 @dataclass
@@ -140,6 +153,7 @@ class Tool:
     descriptor: Descriptor
     previewer: PreviewFn | None = None
     requires: str | None = None  # a service without which this one tool is absent (its toolset stays)
+    call_policy_fn: CallPolicyFn | None = None
     _schema: dict[str, Any] | None = field(default=None, repr=False)
 
     def schema(self) -> dict[str, Any]:
@@ -160,6 +174,21 @@ class Tool:
         """Decorator: register the approval preview for this tool."""
         self.previewer = fn
         return fn
+
+    def call_policy(self, fn: CallPolicyFn) -> CallPolicyFn:
+        """Decorator: register a function of the validated arguments that returns the execution policy
+        this one call needs (`bash` classifies its command: an allowlisted `ls` is `audit`, `rm -rf ~`
+        is `force_change_plan`). It is applied by `Descriptor.for_call`, so it can tighten the
+        descriptor, and loosen it only from `change_plan` to `audit`; governance overrides still
+        tighten the result."""
+        self.call_policy_fn = fn
+        return fn
+
+    def descriptor_for(self, ctx: ToolContext, args: BaseModel) -> Descriptor:
+        """The descriptor that governs this call (the declared one when there is no call policy)."""
+        if self.call_policy_fn is None:
+            return self.descriptor
+        return self.descriptor.for_call(self.call_policy_fn(ctx, args))
 
 
 @dataclass

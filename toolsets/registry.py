@@ -5,6 +5,8 @@ from __future__ import annotations
 from toolsets import automation
 from toolsets import calendar
 from toolsets import email
+from toolsets import file
+from toolsets import terminal
 from toolsets import clarify, memory, messaging, sessions, tasks
 from toolsets import web
 from toolsets.base import Tool, Toolset
@@ -19,6 +21,8 @@ TOOLSETS: list[Toolset] = [
     calendar.TOOLSET,
     email.TOOLSET,
     web.TOOLSET,
+    file.TOOLSET,
+    terminal.TOOLSET,
 ]
 
 
