@@ -63,7 +63,7 @@ async def build_services(gateway: "Gateway") -> dict[str, Any]:
     services: dict[str, Any] = {"surfaces": SurfaceStatus(gateway), **connectors(gateway.config),
                                 "memory": MemoryLimits(max_chars=gateway.config.runtime.memory_max_chars)}
     services["automations"] = AutomationService(gateway.store, gateway.config.tz, gateway.outbox.enqueue,
-                                                gateway.run_prompt)
+                                                gateway.run_prompt, may_run=gateway.access.allowed_key)
     return services
 
 

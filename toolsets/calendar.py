@@ -259,7 +259,9 @@ async def calendar_list(ctx: ToolContext, start: When, end: When, calendar: str 
     if not events:
         return f"No events {span}."
     count = f"{len(events)} event{'' if len(events) == 1 else 's'}"
-    return "\n".join([f"{count} {span}:", *(_line(e, ctx.tz) for e in events)])
+    # Titles, places and descriptions are written by whoever sent the invitation: outside content.
+    listing = "\n".join(_line(e, ctx.tz) for e in events)
+    return f"{count} {span}:\n" + ctx.external(f"calendar events {span}", listing)
 
 
 @TOOLSET.tool()
@@ -272,7 +274,7 @@ async def calendar_get(ctx: ToolContext, event_id: str, calendar: str | None = N
     """
     with _errors():
         event = await _client(ctx).get_event(event_id, calendar)
-    return f"{_ref(event)}\n{_card(event, ctx.tz)}"
+    return f"{_ref(event)}\n" + ctx.external(f"calendar event {event.uid}", _card(event, ctx.tz))
 
 
 @TOOLSET.tool()
