@@ -20,6 +20,7 @@ from gateway.results import apply_budget
 from store.audit import Audit
 from store.records import AuditEvent, ToolCallRecord, dumps
 from toolsets.base import Tool, ToolError
+from toolsets.loader import LOADER_TOOLSET
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +68,8 @@ class ToolCaller:
         """Run one call against the tools visible this round (name -> tool)."""
         tool = visible.get(call.name)
         known = tool or self.tools.get(call.name)
-        if known is not None and ctx.guest and not self.access.guest_may_use(known.toolset):
+        if known is not None and ctx.guest and known.toolset != LOADER_TOOLSET \
+                and not self.access.guest_may_use(known.toolset):
             # Not offered to a guest's turn, and refused even if the model names it anyway.
             await self._audit(ctx, known, {}, "tool.refused", "not shared with guests")
             return self._error(f"Error: {call.name} is not available in this conversation (it acts through "
