@@ -83,7 +83,7 @@ class Access:
         """The toolsets a turn of this role may be offered (a stranger's turn never gets this far)."""
         if role == "owner":
             return list(toolsets)
-        return [ts for ts in toolsets if ts.name in self.config.access.guest_toolsets or ts.guests]
+        return [ts for ts in toolsets if ts.guests or self.guest_may_use(ts.name)]
 
     # -- deciding ---------------------------------------------------------------------------------
 
