@@ -159,6 +159,7 @@ async def test_draft_of_a_change_shows_before_and_after(store: Store, caldav_ser
                       start="2025-03-12T16:30")
     assert "  when: Wed 12 Mar 2025 15:00–15:45 CET -> Wed 12 Mar 2025 16:30–17:15 CET" in text
     assert "location" not in text and f"version={await version_of(client, 'dentist')}" in text
+    assert '<untrusted source="calendar event dentist"' in text  # the event as the server has it
     assert caldav_server.etags(fresh_calendar) == before
 
 

@@ -302,7 +302,9 @@ async def calendar_draft(ctx: ToolContext, event_id: str | None = None, title: s
         preview = await _preview_new(ctx, fields, calendar)
         return f"Draft only, nothing saved.\n{preview.text}\nTo save it, call calendar_create with these fields."
     before, after = await _changed(ctx, event_id, calendar, fields)
-    return (f"Draft only, nothing saved.\n{_change(before, after, ctx.tz)}\n"
+    # The event as it stands on the server is outside content (whoever sent the invitation wrote it).
+    change = ctx.external(f"calendar event {before.uid}", _change(before, after, ctx.tz))
+    return (f"Draft only, nothing saved.\n{change}\n"
             f"To apply it, call calendar_update with event_id={before.uid} version={before.version}.")
 
 
