@@ -21,7 +21,8 @@ from tests.fixtures.model import FakeModel, reply, tool_call
 from tests.fixtures.slack import ApiCall, FakeSlack
 from tests.support import side_effects
 from tests.support.side_effects import TESTING
-from tests.support.slack_events import APP_TOKEN, BOT_TOKEN, OWNER, STRANGER, dm, event_body
+from gateway.surfaces.slack.events import to_press
+from tests.support.slack_events import APP_TOKEN, BOT_TOKEN, OWNER, STRANGER, dm, event_body, press_body
 from tests.support.telegram_api import GROUP_ID, OWNER_ID, FakeBot
 from toolsets.registry import TOOLSETS
 
@@ -150,6 +151,15 @@ async def test_a_group_clarify_tap_by_another_member_changes_nothing(tg: FakeBot
         rows = await gw.runtime.messages.recent(f"telegram:{GROUP_ID}#{OWNER_ID}", 0, 10)
         assert [r.content for r in rows if r.role == "user"][-1] == "Friday"
         assert question.params["chat_id"] == GROUP_ID
+
+
+def test_a_slack_press_says_whether_it_came_from_a_channel() -> None:
+    """Slack's half of the group clarify rule: a channel press is a group press (one session per user)."""
+    channel = to_press(press_body(OWNER, "anyy_clarify_0", "Friday"))
+    direct = press_body(OWNER, "anyy_clarify_0", "Friday", thread_ts=None)
+    direct["channel"]["id"] = direct["container"]["channel_id"] = "D0001"
+    assert channel is not None and channel.is_group
+    assert (pressed := to_press(direct)) is not None and not pressed.is_group
 
 
 # -- defect 6: approval previews are verbatim -----------------------------------------------------------
