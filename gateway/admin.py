@@ -151,11 +151,20 @@ async def pairing_approve(config: Config, args: argparse.Namespace) -> int:
 
 
 async def pairing_revoke(config: Config, args: argparse.Namespace) -> int:
-    async with Store(config.store_path) as store:
-        removed = await AccessRepo(store).revoke(args.surface, args.user_id)
-    if not removed:
+    """Revoke completely: admission, pending approvals (their prompts are edited; the resident process
+    delivers the edits) and automations. A non-resident gateway, as for deciding approvals."""
+    gw = Gateway(config, surfaces=[], resident=False)
+    await gw.start()
+    try:
+        done = await gw.access.revoke(args.surface, args.user_id, gw.approvals, gw.services["automations"])
+        await gw.idle()
+    finally:
+        await gw.stop()
+    if done is None:
         raise AdminError(f"{args.surface} user {args.user_id} was not admitted by pairing")
-    print(f"Revoked {args.surface} user {args.user_id}.")
+    cancelled, disabled = done
+    print(f"Revoked {args.surface} user {args.user_id}: {cancelled} pending approval(s) cancelled, "
+          f"{disabled} automation(s) disabled.")
     return 0
 
 

@@ -77,6 +77,15 @@ class ApprovalsConfig(Section):
     hook: str = ""
 
 
+GUEST_TOOLSETS = ["sessions", "memory", "tasks", "automation", "messaging", "clarify", "web"]
+
+
+class AccessConfig(Section):
+    # Toolsets a guest's turn may use (a guest is a user admitted by pairing). Names of toolsets this
+    # runtime does not have are harmless, so the default can already list ones still to come.
+    guest_toolsets: list[str] = Field(default_factory=lambda: list(GUEST_TOOLSETS))
+
+
 class TelegramConfig(Section):
     token_env: str = "TELEGRAM_BOT_TOKEN"
     base_url: str = "https://api.telegram.org/bot"
@@ -201,6 +210,7 @@ class Config(Section):
     runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)
     tool_governance: GovernanceConfig = Field(default_factory=GovernanceConfig)
     approvals: ApprovalsConfig = Field(default_factory=ApprovalsConfig)
+    access: AccessConfig = Field(default_factory=AccessConfig)
     console: ConsoleConfig = Field(default_factory=ConsoleConfig)
     workspace: WorkspaceConfig = Field(default_factory=WorkspaceConfig)
     terminal: TerminalConfig = Field(default_factory=TerminalConfig)

@@ -101,7 +101,7 @@ async def build_services(gateway: "Gateway") -> dict[str, Any]:
                                 "memory": MemoryLimits(max_chars=config.runtime.memory_max_chars),
                                 "workspace": workspace(config)}
     services["automations"] = AutomationService(gateway.store, config.tz, gateway.outbox.enqueue,
-                                                gateway.run_prompt)
+                                                gateway.run_prompt, may_run=gateway.access.allowed_key)
     if config.terminal.enabled:
         term = terminal(config, gateway.store)
         if gateway.resident:  # only the resident process may declare another's processes lost

@@ -76,6 +76,9 @@ class Outbound(BaseModel):
     buttons: list[Button] = Field(default_factory=list)
     edit_of_outbox_id: int | None = None  # edit the platform message that outbox row produced
     reply_to_platform_id: str | None = None
+    # Show the text exactly as written (an approval preview): no Markdown, links show their targets.
+    # Each surface renders it its own way (Telegram <pre>, Slack plain_text).
+    preformatted: bool = False
 
 
 class SessionRecord(BaseModel):
