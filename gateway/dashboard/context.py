@@ -8,7 +8,7 @@ import jinja2
 from aiohttp import web
 
 from gateway.dashboard.auth import WebSession, WebSessions
-from store.records import parse_iso
+from store.records import dumps, parse_iso
 
 if TYPE_CHECKING:
     from gateway.app import Gateway
@@ -31,6 +31,7 @@ def templates(gateway: "Gateway") -> jinja2.Environment:
         return parse_iso(stamp).astimezone(tz).strftime("%Y-%m-%d %H:%M") if stamp else "—"
 
     env.filters["local"] = local
+    env.filters["json"] = dumps  # readable JSON (autoescaping still applies), unlike tojson's \u003c
     env.globals["zone"] = tz.key
     return env
 
