@@ -119,7 +119,8 @@ class Messages:
                 like = [f"%{t}%" for t in terms] or ["%"]
                 where = " AND ".join("content LIKE ?" for _ in like)
                 rows = db.execute_returning_dicts(
-                    f"SELECT id, session_id, turn_id, role, created_at, substr(content, 1, 160) AS snippet FROM messages m"
+                    "SELECT id, session_id, turn_id, role, created_at, substr(content, 1, 160) AS snippet"
+                    " FROM messages m"
                     f" WHERE {where} AND {who} AND role IN ('user','assistant') ORDER BY id DESC LIMIT ?",
                     [*like, *who_args, limit],
                 )

@@ -90,5 +90,6 @@ class Outbox:
         """Per surface: pending (and retrying) rows, rows given up on, the oldest pending one."""
         return await self.store.run(lambda db: [Backlog.model_validate(r) for r in db.execute_returning_dicts(
             "SELECT surface, sum(state = 'pending') AS pending, sum(state = 'pending' AND attempts > 0) AS retrying,"
-            " sum(state = 'failed') AS failed, min(CASE WHEN state = 'pending' THEN created_at END) AS oldest_pending_at"
+            " sum(state = 'failed') AS failed,"
+            " min(CASE WHEN state = 'pending' THEN created_at END) AS oldest_pending_at"
             " FROM outbox WHERE state != 'sent' GROUP BY surface ORDER BY surface")])

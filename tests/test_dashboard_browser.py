@@ -11,7 +11,10 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from aiohttp import web
 from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions
+from selenium.webdriver.support.wait import WebDriverWait
 
 from gateway.config import DashboardConfig
 from store.approvals import Approvals
@@ -20,9 +23,11 @@ from tests.support.cli import anyy, write_config
 from tests.test_email_e2e import email_config, held  # noqa: F401 (email_config is a fixture)
 
 OTHER_PAGES = ["toolsets", "automations", "sessions", "audit", "health"]
-
-
 DESKTOP, PHONE = (1280, 1000), (390, 844)
+
+
+async def until(browser, condition, timeout: float = 10):
+    return await asyncio.to_thread(WebDriverWait(browser, timeout).until, condition)
 
 
 async def shot(browser, folder: Path, name: str, size: tuple[int, int] = DESKTOP) -> Path:
@@ -57,8 +62,9 @@ async def test_login_find_policy_and_approve_an_email_in_a_browser(
     assert url.startswith(f"http://127.0.0.1:{port}/dashboard/login?token=")
 
     await asyncio.to_thread(browser.get, url)
-    assert browser.current_url == f"http://127.0.0.1:{port}/dashboard/tools"  # the token left the address bar
-    row = await asyncio.to_thread(browser.find_element, By.ID, "tool-email_send")
+    tools_url = f"http://127.0.0.1:{port}/dashboard/tools"
+    row = await until(browser, expected_conditions.presence_of_element_located((By.ID, "tool-email_send")))
+    assert browser.current_url == tools_url  # the token left the address bar
     assert "email_send" in row.text and "confirm" in row.text.split()
     await shot(browser, shots, "tools")
 
@@ -97,3 +103,32 @@ async def test_login_find_policy_and_approve_an_email_in_a_browser(
         await shot(browser, shots, name)
     assert sorted(p.stem for p in shots.glob("*.png")) == sorted(
         ["tools", "approvals", "approvals-phone", "approvals-decided", *OTHER_PAGES])
+
+
+async def test_a_login_link_clicked_in_another_sites_page_still_logs_in(
+        browser, dashboard_config, start_console, start_dashboard):
+    """The owner clicks the link in a web chat: the login request is cross-site, so a SameSite=Strict
+    cookie would be withheld along a redirect; the self-refreshing login page keeps it."""
+    harness = await start_console(dashboard_config())
+    d = await start_dashboard(harness)
+    login = f"{d.base}/dashboard/login?token={d.token}"
+
+    async def elsewhere(request: web.Request) -> web.Response:
+        return web.Response(text=f'<a id="go" href="{login}">dashboard</a>', content_type="text/html")
+
+    app = web.Application()
+    app.router.add_get("/", elsewhere)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        port = runner.addresses[0][1]
+        # "localhost" and "127.0.0.1" are different sites to the browser.
+        await asyncio.to_thread(browser.get, f"http://localhost:{port}/")
+        link = await asyncio.to_thread(browser.find_element, By.ID, "go")
+        await asyncio.to_thread(link.click)
+        heading = await until(browser, expected_conditions.presence_of_element_located((By.TAG_NAME, "h1")))
+        assert heading.text == "Tools" and browser.current_url == f"{d.base}/dashboard/tools"
+    finally:
+        await runner.cleanup()

@@ -73,7 +73,9 @@ async def test_the_token_becomes_a_strict_httponly_session_cookie(dash):
     assert os.stat(d.home / "dashboard.token").st_mode & 0o777 == 0o600
     c = d.client()
     async with c.get("/dashboard/login", params={"token": d.token}, allow_redirects=False) as r:
-        assert r.status == 303 and r.headers["Location"] == "/dashboard/tools"
+        # A page that moves on by itself, so the next request is same-site even when a link in another
+        # site's page started the login (a redirect would lose the Strict cookie there).
+        assert r.status == 200 and '<meta http-equiv="refresh" content="0;url=/dashboard/tools">' in await r.text()
         cookie = r.headers["Set-Cookie"]
     assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/dashboard" in cookie
     assert d.token not in cookie
@@ -95,7 +97,8 @@ async def test_post_without_the_csrf_token_is_refused_and_changes_nothing(dash, 
     approval_id = await held_task(harness, model)
     c = await d.login()
     url = f"/dashboard/approvals/{approval_id}/decide"
-    for form in ({"decision": "approve"}, {"decision": "approve", "csrf": "guess"}, {"decision": "approve", "csrf": ""}):
+    for form in ({"decision": "approve"}, {"decision": "approve", "csrf": "guess"},
+                 {"decision": "approve", "csrf": ""}):
         async with c.post(url, data=form, allow_redirects=False) as r:
             assert r.status == 403, form
     # The session's CSRF token is worthless without the session (another browser, a stranger).
@@ -226,6 +229,10 @@ async def test_sessions_page_searches_history_with_the_session_search_fts(dash, 
     # FTS syntax in the box is just text.
     assert "0 messages matching" in await d.page(c, "/dashboard/sessions", q='dentist" OR "x')
     assert "<code>console:local</code>" in page
+    # Terms under three characters (Chinese words, often) take the LIKE path, over every user too.
+    model.script(reply("好的。"))
+    await harness.say("周五去看牙医")
+    assert "1 message matching" in await d.page(c, "/dashboard/sessions", q="牙医")
 
 
 async def test_audit_filters_by_tool_and_time(dash, model):

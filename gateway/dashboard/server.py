@@ -64,7 +64,8 @@ async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
         csrf = form.get("csrf")
         if not isinstance(csrf, str) or not session.csrf_ok(csrf):
             log.warning("dashboard_csrf_refused path=%s", request.path)
-            return _refusal(403, "This form is stale or did not come from the dashboard; reload the page and try again.")
+            return _refusal(403, "This form is stale or did not come from the dashboard; reload the page and "
+                                 "try again.")
     elif request.method not in ("GET", "HEAD"):
         return _refusal(405, "Only GET and POST.")
     request[SESSION] = session
@@ -72,12 +73,17 @@ async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
 
 
 async def login(request: web.Request) -> web.StreamResponse:
-    """Exchange the token for a session cookie, then drop the token from the address bar."""
+    """Exchange the token for a session cookie, then drop the token from the address bar.
+
+    The answer is a page that moves on by itself (meta refresh), not a redirect: a SameSite=Strict cookie
+    is withheld from every request of a redirect chain that another site started (the link clicked in
+    a web chat), while a navigation the page itself starts is same-site."""
     if not token_matches(request.query.get("token", ""), request.app[TOKEN]):
         log.warning("dashboard_login_refused")
         return _refusal(403, "Wrong or missing token. Run `anyy dashboard url` and open the link it prints.")
     sid, _ = request.app[SESSIONS].create()
-    response = see_other(f"{PREFIX}/tools")
+    response = web.Response(text=request.app[TEMPLATES].get_template("login.html").render(next=f"{PREFIX}/tools"),
+                            content_type="text/html")
     response.set_cookie(COOKIE, sid, httponly=True, samesite="Strict", path=PREFIX)
     log.info("dashboard_login")
     return response
