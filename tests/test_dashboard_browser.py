@@ -80,8 +80,8 @@ async def test_login_find_policy_and_approve_an_email_in_a_browser(
     assert smtp_recorder.received == []
 
     button = await asyncio.to_thread(card.find_element, By.CSS_SELECTOR, "button.approve")
-    await asyncio.to_thread(button.click)
-    flash = await asyncio.to_thread(browser.find_element, By.CLASS_NAME, "flash")
+    await asyncio.to_thread(button.click)  # returns before the next page has loaded
+    flash = await until(browser, expected_conditions.presence_of_element_located((By.CLASS_NAME, "flash")))
     assert flash.text == f"{approval_id}: Approved; running it now."
     await harness.gw.idle()
     assert len(smtp_recorder.received) == 1 and smtp_recorder.received[0].message["Subject"] == "Q1 numbers"

@@ -61,7 +61,7 @@ async def health(store: Store, surfaces: Mapping[str, str], services: Mapping[st
     scheduler = services.get("automations")
     rows = await Automations(store).list(None)
     enabled = [r for r in rows if r.enabled and r.next_run_at]
-    running = bool(getattr(scheduler, "running", False))
+    running = scheduler is not None and scheduler.running
     detail = f"{len(enabled)} scheduled of {len(rows)} automations" + (
         "" if running else "; not firing in this process")
     sched = Line(component="scheduler", ok=running, detail=detail,
