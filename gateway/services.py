@@ -6,14 +6,20 @@ appear for the model (toolsets name the service they require).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from connectors.calendar import CalendarClient, CalendarSettings
 from connectors.email import EmailClient, EmailSettings
+from connectors.speech import EspeakEngine, OpenAISpeechEngine, SpeechEngine, Transcriber
 from gateway.config import CalendarConfig, Config, EmailConfig, secret
 from gateway.scheduler import AutomationService
+from store.artifacts import Artifacts
 from toolsets.memory import MemoryLimits
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from gateway.app import Gateway
@@ -59,8 +65,52 @@ def connectors(config: Config) -> dict[str, Any]:
     return out
 
 
+@dataclass(frozen=True)
+class VisionLimits:
+    """Present as the "vision" service when the model sees images: how far to downscale them."""
+
+    max_side: int
+    max_bytes: int
+
+
+def speech_engine(config: Config) -> SpeechEngine | None:
+    """The configured text-to-speech engine, or None (then the tts toolset is absent)."""
+    cfg = config.tts
+    if cfg.engine == "espeak-ng":
+        missing = EspeakEngine.missing_programs()
+        if missing:
+            log.warning("tts_unavailable engine=espeak-ng missing=%s", ",".join(missing))
+            return None
+        return EspeakEngine(cfg.voice, cfg.timeout_s)
+    if cfg.engine == "openai":
+        if not cfg.url:
+            log.warning("tts_unavailable engine=openai reason=no_url")
+            return None
+        return OpenAISpeechEngine(cfg.url, cfg.model, cfg.voice, secret(config.speech.api_key_env), cfg.timeout_s)
+    return None
+
+
+def media_services(config: Config, gateway: "Gateway") -> dict[str, Any]:
+    """Artifacts (always), the transcriber and the speech engine (when configured)."""
+    cfg = config.artifacts
+    out: dict[str, Any] = {"artifacts": Artifacts(gateway.store, config.store_path.parent / "artifacts",
+                                                  max_file_bytes=int(cfg.max_file_mb * 1024 * 1024),
+                                                  max_daily_bytes=int(cfg.max_daily_mb * 1024 * 1024))}
+    speech = config.speech
+    if speech.transcribe_url:
+        out["speech"] = Transcriber(speech.transcribe_url, speech.transcribe_model, secret(speech.api_key_env),
+                                    speech.timeout_s)
+    engine = speech_engine(config)
+    if engine is not None:
+        out["tts"] = engine
+    if config.model.vision:
+        out["vision"] = VisionLimits(max_side=config.model.image_max_side, max_bytes=config.model.image_max_kb * 1024)
+    return out
+
+
 async def build_services(gateway: "Gateway") -> dict[str, Any]:
     services: dict[str, Any] = {"surfaces": SurfaceStatus(gateway), **connectors(gateway.config),
+                                **media_services(gateway.config, gateway),
                                 "memory": MemoryLimits(max_chars=gateway.config.runtime.memory_max_chars)}
     services["automations"] = AutomationService(gateway.store, gateway.config.tz, gateway.outbox.enqueue,
                                                 gateway.run_prompt)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from toolsets import artifact
 from toolsets import automation
 from toolsets import calendar
 from toolsets import email
+from toolsets import tts
 from toolsets import clarify, memory, messaging, sessions, tasks
 from toolsets.base import Tool, Toolset
 
@@ -17,6 +19,8 @@ TOOLSETS: list[Toolset] = [
     clarify.TOOLSET,
     calendar.TOOLSET,
     email.TOOLSET,
+    artifact.TOOLSET,
+    tts.TOOLSET,
 ]
 
 
