@@ -72,6 +72,7 @@ class Media:
             return turn
         lines: list[str] = []
         transcripts: list[str] = []
+        understood = 0  # attachments that give the model something: a stored file, a transcript
         for index, attachment in enumerate(inbound.attachments):
             record = await self._artifact(attachment, session_id, user_key, f"{turn_id}:{index}", turn)
             if record is None:
@@ -83,20 +84,23 @@ class Media:
                 transcript = await self._transcript(record, turn)
                 if transcript:
                     transcripts.append(transcript)
+                    understood += 1
                     described += ", a voice note transcribed as the text above"
-            elif is_image(record.type):
-                described += await self._image(record, turn)
+            else:
+                understood += 1
+                if is_image(record.type):
+                    described += await self._image(record, turn)
             lines.append(described)
-        heard = [t for t in transcripts if t]
-        if heard:
-            quoted = " / ".join(heard)
+        if transcripts:
+            quoted = " / ".join(transcripts)
             if len(quoted) > HEARD_CHARS:
                 quoted = quoted[:HEARD_CHARS - 1] + "…"
             turn.heard = f"🎙️ Heard: “{quoted}”\n\n"
-        body = "\n".join(p for p in (inbound.text, *heard) if p)
-        turn.text = (body + "\n\n" if body else "") + "[attachments]\n" + "\n".join(lines)
-        if not body and not turn.images and all(is_audio(a.mime_type, a.name) for a in inbound.attachments):
-            turn.text = ""  # only voice notes, none understood: the notices say why; no model turn
+        body = "\n".join(p for p in (inbound.text, *transcripts) if p)
+        if not body and not understood and turn.notices:
+            turn.text = ""  # nothing usable, and the notices already told the person why: no model turn
+        else:
+            turn.text = (body + "\n\n" if body else "") + "[attachments]\n" + "\n".join(lines)
         return turn
 
     async def _artifact(self, attachment: Attachment, session_id: str, user_key: str, source_key: str,
