@@ -155,13 +155,18 @@ class Media:
         return ", shown to you with this message"
 
 
+async def sweep_expired(artifacts: Artifacts, retention_days: float) -> None:
+    """Delete unpinned artifacts past the retention period; a failure is logged, to be retried later."""
+    try:
+        removed = await artifacts.sweep(timedelta(days=retention_days))
+        if removed:
+            log.info("artifacts_swept removed=%d", removed)
+    except Exception:  # the next round retries; a sweep must never take the process down
+        log.exception("artifacts_sweep_failed")
+
+
 async def run_retention(artifacts: Artifacts, retention_days: float, every_s: float = 6 * 3600) -> None:
-    """Delete unpinned artifacts past the retention period now and every `every_s` seconds."""
+    """Sweep every `every_s` seconds (the start-up sweep is the caller's)."""
     while True:
-        try:
-            removed = await artifacts.sweep(timedelta(days=retention_days))
-            if removed:
-                log.info("artifacts_swept removed=%d", removed)
-        except Exception:  # a failed sweep is retried at the next round; it must not end the loop
-            log.exception("artifacts_sweep_failed")
         await asyncio.sleep(every_s)
+        await sweep_expired(artifacts, retention_days)

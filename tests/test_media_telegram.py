@@ -192,3 +192,23 @@ transcribe_url = "{speech.url}"
     assert len(model.requests) == 1
     [answer] = [m["text"] for m in bot_messages(tg)]
     assert answer.startswith("🎙️ Heard: “remind me to buy milk”")
+
+
+async def test_artifact_inspect_shows_an_earlier_photo_again_after_the_tool_result(
+        tg: FakeBot, model: FakeModel, media_gateway: Any) -> None:
+    async with media_gateway(model={"vision": True, "image_max_side": 512}) as gw:
+        tg.photo(jpeg(2000, 1000), caption="keep this")
+        await tg.wait_calls("sendMessage")
+        await gw.idle()
+        [rec] = await gw.services["artifacts"].for_session(f"telegram:{OWNER_ID}")
+        model.script(tool_call("artifact_inspect", {"artifact_id": rec.id}), reply("It is the blue one."))
+        tg.message("show me that photo again")
+        await tg.wait_calls("sendMessage", count=2)
+        await gw.idle()
+    first, inspect, after = model.requests
+    assert "artifact_inspect" in inspect.tool_names  # used in the last turns / the artifact keyword
+    assert len(after.images) == 2  # the photo of the first turn and the one the tool showed
+    tool_result = next(i for i, m in enumerate(after.messages) if m["role"] == "tool")
+    shown = after.messages[tool_result + 1]
+    assert shown["role"] == "user" and shown["content"][0]["text"].startswith("[event] The image(s) you asked to see")
+    assert Image.open(io.BytesIO(after.images[1][1])).size == (512, 256)

@@ -113,3 +113,26 @@ async def test_tts_toolset_exists_only_with_an_engine(start_console: Any, make_c
     await without.gw.stop()
     with_engine = await start_console(make_config(tts={"engine": "espeak-ng"}))
     assert "tts" in {ts.name for ts in with_engine.gw.runtime.available()}
+
+
+async def test_the_console_says_where_the_voice_note_was_saved(start_console: Any, make_config: Any, model: Any) -> None:
+    from tests.fixtures.model import reply, tool_call
+
+    console = await start_console(make_config(tts={"engine": "espeak-ng"}))
+    model.script(tool_call("text_to_speech", {"text": "Hello from the terminal."}), reply("Done."))
+    out = await console.say("say it out loud")
+    [rec] = await console.gw.services["artifacts"].for_session("console:local")
+    assert f"[voice.ogg saved at {rec.path}]" in out and out.rstrip().endswith("Done.")
+    assert is_ogg_opus(Path(rec.path).read_bytes())
+
+
+async def test_the_gateway_sweeps_expired_artifacts_at_start(start_console: Any) -> None:
+    console = await start_console()
+    artifacts: Artifacts = console.gw.services["artifacts"]
+    rec = await artifacts.add_bytes(b"old", session_id="console:local", user_key="console:owner", name="old.txt",
+                                    mime_type="text/plain")
+    await console.gw.store.run(lambda db: db.execute("UPDATE artifacts SET created_at = '2000-01-01T00:00:00+00:00'"))
+    await console.gw.stop()
+    again = await start_console()
+    assert await again.gw.services["artifacts"].for_session("console:local") == []
+    assert not Path(rec.path).exists()
