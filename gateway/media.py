@@ -107,11 +107,10 @@ class Media:
                         turn: PreparedTurn) -> ArtifactRecord | None:
         if self.artifacts is None:
             return None
-        existing = await self.artifacts.by_source(source_key)  # a re-run: the file was moved already
-        if existing is not None or not attachment.path:
-            return existing
+        if not attachment.path:
+            return None
         path = Path(attachment.path)
-        try:
+        try:  # a re-run after a crash gets the row recorded the first time (the file was moved already)
             return await self.artifacts.add_file(path, session_id=session_id, user_key=user_key,
                                                  name=attachment.name, mime_type=attachment.mime_type,
                                                  source_key=source_key)

@@ -18,6 +18,7 @@ from gateway.app import Gateway
 from gateway.config import Config
 from gateway.surfaces.telegram import TelegramSurface
 from store.artifacts import Artifacts
+from store.db import Store
 from tests.fixtures.model import FakeModel, last_user_text, reply, tool_call
 from tests.fixtures.speech import FakeSpeech
 from tests.support.audio import is_ogg_opus, voice_note
@@ -98,16 +99,28 @@ async def test_without_a_transcription_server_the_user_is_told_how_to_enable_it(
     assert model.requests == []  # nothing else in the message: no model turn
 
 
-async def test_a_strangers_voice_note_is_never_downloaded_or_transcribed(
+async def test_a_strangers_voice_note_is_never_transcribed_or_stored(
         tg: FakeBot, model: FakeModel, speech: FakeSpeech, media_gateway: Any, ogg: bytes) -> None:
+    async with media_gateway(speech={"transcribe_url": speech.url}) as gw:
+        voice(tg, ogg, user_id=STRANGER_ID, user_name="stranger")
+        [pairing] = await tg.wait_calls("sendMessage", where=lambda c: c.params["chat_id"] == STRANGER_ID)
+        await gw.idle()
+        assert await gw.services["artifacts"].for_session(f"telegram:{STRANGER_ID}") == []
+    assert "pair" in pairing.params["text"].lower()
+    assert speech.uploads.items() == [] and model.requests == []
+
+
+# The access check before downloads is the authority branch's (Gateway.admits); until it is merged the
+# surface still fetches the file, so this test is expected to fail, strictly, and runs plainly after.
+@pytest.mark.xfail(not hasattr(Gateway, "admits"), reason="needs the access check before downloads", strict=True)
+async def test_a_strangers_voice_note_is_never_downloaded(tg: FakeBot, speech: FakeSpeech, media_gateway: Any,
+                                                          tmp_path: Path, ogg: bytes) -> None:
     async with media_gateway(speech={"transcribe_url": speech.url}) as gw:
         voice(tg, ogg, user_id=STRANGER_ID, user_name="stranger")
         await tg.wait_calls("sendMessage", where=lambda c: c.params["chat_id"] == STRANGER_ID)
         await gw.idle()
-        assert await gw.services["artifacts"].for_session(f"telegram:{STRANGER_ID}") == []
-    assert speech.uploads.items() == [] and model.requests == []
     assert [c for c in tg.calls if c.method == "getFile"] == []
-    assert not (Path(gw.config.store_path).parent / "attachments" / "telegram" / str(STRANGER_ID)).exists()
+    assert not list((tmp_path / "attachments").rglob("*.ogg"))
 
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
@@ -192,6 +205,10 @@ transcribe_url = "{speech.url}"
     assert len(model.requests) == 1
     [answer] = [m["text"] for m in bot_messages(tg)]
     assert answer.startswith("🎙️ Heard: “remind me to buy milk”")
+    store = Store(tmp_path / "anyy.db")
+    async with store:
+        rows = await store.run(lambda db: list(db["artifacts"].rows))
+    assert len(rows) == 1 and Path(rows[0]["path"]).read_bytes() == ogg  # one artifact, not one per run
 
 
 async def test_artifact_inspect_shows_an_earlier_photo_again_after_the_tool_result(
