@@ -116,7 +116,7 @@ class Media:
                                                  source_key=source_key)
         except ArtifactLimit as exc:
             turn.notices.append(str(exc))
-            path.unlink(missing_ok=True)  # over the limit: nothing is kept
+            await asyncio.to_thread(path.unlink, True)  # over the limit: nothing is kept
         except FileNotFoundError:
             log.warning("attachment_missing source=%s", source_key)
         return None

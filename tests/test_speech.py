@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from connectors.speech import EspeakEngine, OpenAISpeechEngine, SpeechError, Transcriber
-from gateway.config import parse_config
+from gateway.config import ConfigError, parse_config
 from gateway.services import speech_engine
 from store.artifacts import Artifacts
 from store.db import Store
@@ -136,3 +136,29 @@ async def test_the_gateway_sweeps_expired_artifacts_at_start(start_console: Any)
     again = await start_console()
     assert await again.gw.services["artifacts"].for_session("console:local") == []
     assert not Path(rec.path).exists()
+
+
+def test_the_issue_config_keys_are_accepted_and_checked() -> None:
+    cfg = parse_config({
+        "model": {"vision": True},
+        "speech": {"transcribe_url": "http://127.0.0.1:9100/v1", "transcribe_model": "whisper-1",
+                   "api_key_env": "ANYY_SPEECH_KEY"},
+        "tts": {"engine": "espeak-ng", "url": "", "voice": "en"},
+        "artifacts": {"retention_days": 30, "max_file_mb": 20},
+    })
+    assert cfg.model.vision and cfg.speech.transcribe_url.endswith("/v1") and cfg.tts.engine == "espeak-ng"
+    assert (cfg.artifacts.retention_days, cfg.artifacts.max_file_mb) == (30, 20)
+    with pytest.raises(ConfigError, match=r"\[tts.engine\] Input should be 'espeak-ng', 'openai' or 'none'"):
+        parse_config({"tts": {"engine": "festival"}})
+    with pytest.raises(ConfigError, match=r"\[speech.transcribe_uri\] unknown key"):
+        parse_config({"speech": {"transcribe_uri": "x"}})
+
+
+async def test_doctor_reports_speech_and_tts(tmp_path: Path, home: dict[str, str], model: Any) -> None:
+    from tests.support.cli import anyy, write_config
+
+    config = write_config(tmp_path, f'[model]\nbase_url = "{model.url_openai}"\nmodel = "fake-1"\nmax_retries = 0\n'
+                                    '[tts]\nengine = "openai"\n')
+    code, out, _ = await anyy("doctor", "--config", config, env=home)
+    assert "! speech: voice notes are not transcribed: set [speech] transcribe_url" in out
+    assert "✗ tts: engine openai needs [tts] url" in out and code == 1

@@ -17,7 +17,7 @@ TOOLSET = Toolset(
     keywords=(
         r"\b(?:read (?:it|this|that)?\s*(?:out|aloud)|aloud|out loud|voice (?:note|message|memo)s?|speak|say it)\b",
         r"\b(?:text to speech|tts|audio (?:version|message)|i'?m driving)\b",
-        r"朗读", r"念", r"读出来", r"语音", r"开车",
+        r"朗读", r"念给我", r"读出来", r"语音", r"开车",
     ),
     requires="tts",
 )

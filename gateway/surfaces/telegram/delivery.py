@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TypeVar
 
-from telegram import Bot, ReplyParameters
+from telegram import Bot, Message, ReplyParameters
 from telegram.constants import ParseMode
 from telegram.error import BadRequest, ChatMigrated, Forbidden, InvalidToken, NetworkError, RetryAfter, TelegramError
 from telegram.warnings import PTBDeprecationWarning
@@ -127,10 +127,11 @@ class Sender:
         field = "voice" if attachment.mime_type == "audio/ogg" else "document"
         send = functools.partial(method, chat, **{field: data}, filename=attachment.name, message_thread_id=thread,
                                  reply_markup=keyboard(outbound.buttons))
-        if caption.strip():
-            message = await self._formatted(lambda text, parse_mode: send(caption=text, parse_mode=parse_mode), caption)
-        else:
-            message = await send()
+
+        async def with_caption(text: str, parse_mode: str | None) -> Message:
+            return await send(caption=text, parse_mode=parse_mode)
+
+        message = await self._formatted(with_caption, caption) if caption.strip() else await send()
         log.debug("telegram_sent_file chat=%s kind=%s message=%s", chat, field, message.message_id)
         return str(message.message_id)
 
