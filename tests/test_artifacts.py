@@ -66,6 +66,8 @@ async def test_a_received_file_moves_in_owner_only_and_a_rerun_finds_it(artifact
                                      source_key="in-1:0")
     assert again.id == rec.id
     assert [r.id for r in await artifacts.for_session("s1")] == [rec.id]
+    sneaky = await artifacts.add_bytes(b"x", session_id="s1", user_key="u1", name="../../.bashrc", mime_type="text/plain")
+    assert Path(sneaky.path).parent == tmp_path / "artifacts" and Path(sneaky.path).name.endswith("-bashrc")
 
 
 async def test_over_the_file_limit_nothing_is_stored(artifacts: Artifacts, tmp_path: Path) -> None:

@@ -4,12 +4,14 @@ a file upload (files_upload_v2) in the conversation's thread."""
 
 from __future__ import annotations
 
+import io
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import pytest_asyncio
+from PIL import Image
 
 from gateway.app import Gateway
 from gateway.config import Config
@@ -26,7 +28,8 @@ async def gateway(slack_fake: FakeSlack, speech: FakeSpeech, make_config: Callab
                   monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Gateway]:
     monkeypatch.setenv("ANYY_TOOL_RESULTS_DIR", str(tmp_path / "results"))
     config = make_config(slack={"base_url": slack_fake.base_url, "allowed_users": [OWNER], "socket_stale_s": 30},
-                         speech={"transcribe_url": speech.url}, tts={"engine": "espeak-ng"})
+                         speech={"transcribe_url": speech.url}, tts={"engine": "espeak-ng"},
+                         model={"vision": True, "image_max_side": 640})
     assert config.slack is not None
     gw = Gateway(config, surfaces=[SlackSurface(config.slack, BOT_TOKEN, APP_TOKEN, None, tmp_path)])
     await gw.start()
@@ -68,3 +71,16 @@ async def test_text_to_speech_is_uploaded_as_a_file_in_the_thread(gateway: Gatew
     assert complete["channel_id"] == "D0001" and complete["thread_ts"] == "1710000000.000600"
     assert [f["id"] for f in complete["files"]] == [file_id]
     assert [p["text"] for p in slack_fake.posted()] == ["Here it is as audio."]
+
+
+async def test_a_shared_image_reaches_the_vision_model_downscaled(gateway: Gateway, slack_fake: FakeSlack,
+                                                                  model: FakeModel) -> None:
+    buf = io.BytesIO()
+    Image.new("RGB", (1920, 1080), (250, 250, 250)).save(buf, "PNG")
+    board = slack_fake.add_file("whiteboard.png", buf.getvalue(), "image/png")
+    await slack_fake.send_envelope("events_api", event_body(dm("what did we decide?", subtype="file_share",
+                                                                files=[board])))
+    await slack_fake.calls.wait(is_post)
+    await gateway.idle()
+    [(mime, data)] = model.requests[0].images
+    assert mime == "image/jpeg" and Image.open(io.BytesIO(data)).size == (640, 360)
