@@ -11,6 +11,7 @@ from gateway.app import Gateway
 from gateway.config import Config
 from gateway.doctor import doctor
 from gateway.scheduler import AutomationService
+from gateway.services import speech_engine
 from store.access import AccessRepo
 from store.approvals import Approvals
 from store.audit import Audit
@@ -83,7 +84,9 @@ async def tools(config: Config, args: argparse.Namespace) -> int:
 
 
 def _configured(config: Config, requires: str) -> bool:
-    return requires == "automations" or getattr(config, requires, None) is not None
+    if requires == "tts":  # the section always exists; the engine decides
+        return speech_engine(config) is not None
+    return requires in ("automations", "artifacts") or getattr(config, requires, None) is not None
 
 
 async def approvals_list(config: Config, args: argparse.Namespace) -> int:

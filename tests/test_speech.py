@@ -162,3 +162,16 @@ async def test_doctor_reports_speech_and_tts(tmp_path: Path, home: dict[str, str
     code, out, _ = await anyy("doctor", "--config", config, env=home)
     assert "! speech: voice notes are not transcribed: set [speech] transcribe_url" in out
     assert "✗ tts: engine openai needs [tts] url" in out and code == 1
+
+
+async def test_the_tools_catalog_shows_tts_only_with_an_engine(tmp_path: Path, home: dict[str, str]) -> None:
+    import json
+
+    from tests.support.cli import anyy, write_config
+
+    for engine, available in (("none", False), ("espeak-ng", True)):
+        config = write_config(tmp_path, f'[tts]\nengine = "{engine}"\n')
+        code, out, _ = await anyy("tools", "--json", "--config", config, env=home)
+        rows = {r["tool"]: r for r in json.loads(out)}
+        assert code == 0 and rows["text_to_speech"]["available"] is available
+        assert rows["artifact_inspect"]["available"] is True
