@@ -17,6 +17,7 @@ from connectors.speech import EspeakEngine, OpenAISpeechEngine, SpeechEngine, Tr
 from gateway.config import CalendarConfig, Config, EmailConfig, secret
 from gateway.scheduler import AutomationService
 from store.artifacts import Artifacts
+from store.db import Store
 from toolsets.memory import MemoryLimits
 
 log = logging.getLogger(__name__)
@@ -90,10 +91,10 @@ def speech_engine(config: Config) -> SpeechEngine | None:
     return None
 
 
-def media_services(config: Config, gateway: "Gateway") -> dict[str, Any]:
+def media_services(config: Config, store: Store) -> dict[str, Any]:
     """Artifacts (always), the transcriber and the speech engine (when configured)."""
     cfg = config.artifacts
-    out: dict[str, Any] = {"artifacts": Artifacts(gateway.store, config.store_path.parent / "artifacts",
+    out: dict[str, Any] = {"artifacts": Artifacts(store, config.store_path.parent / "artifacts",
                                                   max_file_bytes=int(cfg.max_file_mb * 1024 * 1024),
                                                   max_daily_bytes=int(cfg.max_daily_mb * 1024 * 1024))}
     speech = config.speech
@@ -110,7 +111,7 @@ def media_services(config: Config, gateway: "Gateway") -> dict[str, Any]:
 
 async def build_services(gateway: "Gateway") -> dict[str, Any]:
     services: dict[str, Any] = {"surfaces": SurfaceStatus(gateway), **connectors(gateway.config),
-                                **media_services(gateway.config, gateway),
+                                **media_services(gateway.config, gateway.store),
                                 "memory": MemoryLimits(max_chars=gateway.config.runtime.memory_max_chars)}
     services["automations"] = AutomationService(gateway.store, gateway.config.tz, gateway.outbox.enqueue,
                                                 gateway.run_prompt)
