@@ -125,6 +125,16 @@ class CalendarConfig(Section):
     timeout_s: float = Field(30, gt=0)
 
 
+class SkillsConfig(Section):
+    roots: list[str] = Field(default_factory=list, description="read-only skill folders besides the managed root")
+
+
+class SubagentsConfig(Section):
+    max_depth: int = Field(2, ge=1, le=5)
+    max_concurrent: int = Field(3, ge=1, le=20, description="running helpers per user")
+    max_rounds: int = Field(8, ge=1, le=50)
+
+
 class ConsoleConfig(Section):
     user_id: str = "owner"
 
@@ -136,6 +146,8 @@ class Config(Section):
     tool_governance: GovernanceConfig = Field(default_factory=GovernanceConfig)
     approvals: ApprovalsConfig = Field(default_factory=ApprovalsConfig)
     console: ConsoleConfig = Field(default_factory=ConsoleConfig)
+    skills: SkillsConfig = Field(default_factory=SkillsConfig)
+    subagents: SubagentsConfig = Field(default_factory=SubagentsConfig)
     telegram: TelegramConfig | None = None
     slack: SlackConfig | None = None
     email: EmailConfig | None = None

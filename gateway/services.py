@@ -7,12 +7,15 @@ appear for the model (toolsets name the service they require).
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from connectors.calendar import CalendarClient, CalendarSettings
 from connectors.email import EmailClient, EmailSettings
+from connectors.skills import SkillLibrary
 from gateway.config import CalendarConfig, Config, EmailConfig, secret
 from gateway.scheduler import AutomationService
+from gateway.subagents import SubagentService
 from toolsets.memory import MemoryLimits
 
 if TYPE_CHECKING:
@@ -64,6 +67,9 @@ async def build_services(gateway: "Gateway") -> dict[str, Any]:
                                 "memory": MemoryLimits(max_chars=gateway.config.runtime.memory_max_chars)}
     services["automations"] = AutomationService(gateway.store, gateway.config.tz, gateway.outbox.enqueue,
                                                 gateway.run_prompt)
+    services["skills"] = SkillLibrary(gateway.config.data_dir / "skills",
+                                      [Path(r).expanduser() for r in gateway.config.skills.roots])
+    services["subagents"] = SubagentService(gateway, gateway.config.subagents)
     return services
 
 

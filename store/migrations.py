@@ -201,3 +201,30 @@ def m002_fts_conversation_only(db: Database) -> None:
             SELECT id, content FROM messages WHERE role IN ('user', 'assistant');
         """
     )
+
+
+@MIGRATIONS()
+def m003_subagent_jobs(db: Database) -> None:
+    """Child turns of delegate_task / background_job: durable, so a crash is reported, never re-run."""
+    db.executescript(
+        """
+        CREATE TABLE subagent_jobs (
+            id TEXT PRIMARY KEY,
+            parent_session_id TEXT NOT NULL,
+            child_session_id TEXT NOT NULL UNIQUE,
+            user_key TEXT NOT NULL,
+            origin TEXT NOT NULL,           -- JSON Origin: where the parent's chat is
+            task TEXT NOT NULL,
+            toolsets TEXT NOT NULL,         -- JSON list of the toolsets the child may use
+            depth INTEGER NOT NULL,
+            mode TEXT NOT NULL,             -- sync | background
+            state TEXT NOT NULL,            -- running | succeeded | failed | cancelled | interrupted
+            summary TEXT,
+            owner_pid INTEGER NOT NULL,
+            created_at TEXT NOT NULL,
+            finished_at TEXT
+        );
+        CREATE INDEX subagent_jobs_parent ON subagent_jobs (parent_session_id, created_at);
+        CREATE INDEX subagent_jobs_running ON subagent_jobs (user_key, state);
+        """
+    )

@@ -6,6 +6,8 @@ from toolsets import automation
 from toolsets import calendar
 from toolsets import email
 from toolsets import clarify, memory, messaging, sessions, tasks
+from toolsets import skills
+from toolsets import subagents
 from toolsets.base import Tool, Toolset
 
 TOOLSETS: list[Toolset] = [
@@ -17,6 +19,8 @@ TOOLSETS: list[Toolset] = [
     clarify.TOOLSET,
     calendar.TOOLSET,
     email.TOOLSET,
+    skills.TOOLSET,
+    subagents.TOOLSET,
 ]
 
 
