@@ -73,7 +73,7 @@ class SubagentService:
         depth = await self._depth_of(parent.session_id) + 1
         if depth > self.config.max_depth:
             raise ToolError(f"helpers may not start helpers beyond depth {self.config.max_depth}")
-        chosen = self._toolsets_for(parent, requested, depth)
+        chosen = await self._toolsets_for(parent, requested, depth)
         job_id = f"j{secrets.token_hex(5)}"
         job = SubagentJob(id=job_id, parent_session_id=parent.session_id, child_session_id=CHILD_PREFIX + job_id,
                           user_key=parent.user_key, origin=parent.origin, task=task.strip(),
@@ -91,9 +91,9 @@ class SubagentService:
         job = await self.jobs.by_child_session(session_id)
         return job.depth if job else 0
 
-    def _toolsets_for(self, parent: ToolContext, requested: Sequence[str] | None, depth: int) -> list[Toolset]:
+    async def _toolsets_for(self, parent: ToolContext, requested: Sequence[str] | None, depth: int) -> list[Toolset]:
         """The child's toolsets: what the parent's user may use, minus what children never get."""
-        usable = {ts.name: ts for ts in self.gateway.runtime.available_for(parent.user_key)
+        usable = {ts.name: ts for ts in await self.gateway.runtime.offered(parent.user_key)
                   if ts.name not in NEVER_FOR_CHILDREN and (ts.name != SUBAGENTS or depth < self.config.max_depth)}
         if requested is None:
             names = [n for n, ts in usable.items() if read_only(ts)]

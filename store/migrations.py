@@ -228,3 +228,60 @@ def m003_subagent_jobs(db: Database) -> None:
         CREATE INDEX subagent_jobs_running ON subagent_jobs (user_key, state);
         """
     )
+
+
+@MIGRATIONS()
+def m003_host_tools(db: Database) -> None:
+    """What the file and terminal toolsets remember: which file versions a session has read (a write
+    must not overwrite what it has not seen), and the background processes Anyy started."""
+    db.executescript(
+        """
+        CREATE TABLE file_reads (
+            session_id TEXT NOT NULL,
+            path TEXT NOT NULL,             -- resolved absolute path
+            sha256 TEXT NOT NULL,           -- of the whole file when it was read
+            read_at TEXT NOT NULL,
+            PRIMARY KEY (session_id, path)
+        );
+        CREATE TABLE processes (
+            id TEXT PRIMARY KEY,
+            session_id TEXT NOT NULL,
+            user_key TEXT NOT NULL,
+            command TEXT NOT NULL,
+            cwd TEXT NOT NULL,
+            pid INTEGER,
+            state TEXT NOT NULL,            -- running | exited | killed | stopped | lost
+            exit_code INTEGER,
+            log_path TEXT NOT NULL,
+            started_at TEXT NOT NULL,
+            finished_at TEXT
+        );
+        CREATE INDEX processes_session ON processes (session_id, started_at);
+        """
+    )
+
+
+@MIGRATIONS()
+def m003_artifacts(db: Database) -> None:
+    db.executescript(
+        """
+        CREATE TABLE artifacts (
+            id TEXT PRIMARY KEY,
+            session_id TEXT NOT NULL,
+            user_key TEXT NOT NULL,
+            name TEXT NOT NULL,
+            type TEXT NOT NULL,             -- MIME type
+            size INTEGER NOT NULL,
+            path TEXT NOT NULL,             -- under <data dir>/artifacts, mode 0600
+            sha256 TEXT NOT NULL,
+            pinned INTEGER NOT NULL DEFAULT 0,  -- pinned ones outlive [artifacts] retention_days
+            origin TEXT NOT NULL,           -- received | produced
+            source_key TEXT UNIQUE,         -- the turn and attachment it came from (re-runs find it)
+            meta TEXT,                      -- JSON: transcript, image size, ...
+            created_at TEXT NOT NULL
+        );
+        CREATE INDEX artifacts_session ON artifacts(session_id, created_at);
+        CREATE INDEX artifacts_user ON artifacts(user_key, created_at);
+        CREATE INDEX artifacts_retention ON artifacts(pinned, created_at);
+        """
+    )

@@ -109,3 +109,11 @@ def test_bad_front_matter_is_reported(tmp_path: Path) -> None:
     write_skill(tmp_path / "ro", "broken", "---\nname: [unclosed\n---\n")
     write_skill(tmp_path / "ro", "fine", "---\nname: fine\ndescription: works\n---\nbody")
     assert list(lib.skills()) == ["fine"] and len(lib.problems) == 1
+
+
+async def test_reload_runs_at_once(harness, model):
+    model.script(tool_call("skill_manage", {"action": "reload"}), reply("Reloaded."))
+    out = await harness.say("reload the skills")
+    assert "Approval needed" not in out and "Reloaded." in out
+    assert await Approvals(harness.gw.store).list(("pending",)) == []
+    assert "Reloaded: 1 skill(s)." in [m["content"] for m in model.requests[-1].messages if m["role"] == "tool"][0]

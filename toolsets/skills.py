@@ -134,10 +134,14 @@ async def skill_manage(ctx: ToolContext, action: Action, name: str = "", descrip
     return f"Saved skill {name} ({path})."
 
 
+@skill_manage.call_policy
+def _manage_policy(ctx: ToolContext, args) -> ExecutionPolicy:  # type: ignore[no-untyped-def]
+    # Reloading changes nothing the owner has not already put on disk; every other action waits.
+    return ExecutionPolicy.AUDIT if args.action == "reload" else ExecutionPolicy.CONFIRM
+
+
 @skill_manage.preview
 async def _preview_manage(ctx: ToolContext, args) -> Preview:  # type: ignore[no-untyped-def]
-    if args.action == "reload":
-        return Preview(text="Reload skills from disk.")
     if args.action == "delete":
         return Preview(text=f"Delete the skill {args.name}.")
     verb = "Create" if args.action == "create" else "Replace"
