@@ -91,6 +91,7 @@ class Gateway:
             await self.approvals.sweep()
             self._background.append(asyncio.create_task(self.approvals.run_sweeper(), name="approval-sweeper"))
             await self.runtime.recover()
+            await self.services["subagents"].recover()
             artifacts = self.services.get("artifacts")
             if artifacts is not None:
                 await sweep_expired(artifacts, self.config.artifacts.retention_days)
@@ -233,4 +234,6 @@ class Gateway:
         text = OUTCOME_TEXT.get(rec.state, rec.state).format(
             by=rec.decided_by or "the owner", result=rec.result or "",
             reason=f" Reason: {rec.reason}" if rec.reason else "")
-        self.runtime.resume(rec.session_id, f"Approval {rec.id} for {rec.tool} {text}", f"approval-{rec.id}-{rec.state}")
+        # A helper's held call: its parent conversation follows up (the helper's turn has ended).
+        session_id = await self.services["subagents"].parent_session(rec.session_id) or rec.session_id
+        self.runtime.resume(session_id, f"Approval {rec.id} for {rec.tool} {text}", f"approval-{rec.id}-{rec.state}")

@@ -140,6 +140,16 @@ class CalendarConfig(Section):
     timeout_s: float = Field(30, gt=0)
 
 
+class SkillsConfig(Section):
+    roots: list[str] = Field(default_factory=list, description="read-only skill folders besides the managed root")
+
+
+class SubagentsConfig(Section):
+    max_depth: int = Field(2, ge=1, le=5)
+    max_concurrent: int = Field(3, ge=1, le=20, description="running helpers per user")
+    max_rounds: int = Field(8, ge=1, le=50)
+
+
 class WebConfig(Section):
     """The web toolset. Without a [web] section: fetch and extract of public pages, no search."""
 
@@ -289,6 +299,8 @@ class Config(Section):
     approvals: ApprovalsConfig = Field(default_factory=ApprovalsConfig)
     access: AccessConfig = Field(default_factory=AccessConfig)
     console: ConsoleConfig = Field(default_factory=ConsoleConfig)
+    skills: SkillsConfig = Field(default_factory=SkillsConfig)
+    subagents: SubagentsConfig = Field(default_factory=SubagentsConfig)
     workspace: WorkspaceConfig = Field(default_factory=WorkspaceConfig)
     terminal: TerminalConfig = Field(default_factory=TerminalConfig)
     dashboard: DashboardConfig = Field(default_factory=DashboardConfig)

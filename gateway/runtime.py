@@ -35,6 +35,7 @@ from store.sessions import Sessions, session_id_for
 from toolsets.base import Tool, Toolset
 from toolsets.loader import loader_tool
 from toolsets.memory import memory_prompt
+from toolsets.skills import skills_prompt
 
 log = logging.getLogger(__name__)
 
@@ -176,9 +177,14 @@ class Runtime:
 
     async def model_turn(self, session: SessionRecord, turn_id: str, *, user_text: str | None = None,
                          event: str | None = None, has_attachments: bool = False,
-                         exclude: set[str] = frozenset(), images: list[dict[str, Any]] | None = None) -> str | None:
+                         exclude: set[str] = frozenset(), images: list[dict[str, Any]] | None = None,
+                         only: list[Toolset] | None = None, max_rounds: int | None = None,
+                         with_memory: bool = True) -> str | None:
         """Run the model on the session until it answers. Returns the final text (None when the turn
-        ended by asking the user a question)."""
+        ended by asking the user a question).
+
+        `only` gives the turn exactly these toolsets, all loaded (a subagent's, already limited to what
+        its user may use); `with_memory=False` leaves the user's memory out of the system prompt."""
         role = await self.access.role_of(session.user_key)
         if role is None:  # revoked since the turn was queued (a follow-up, an automation): nothing runs
             log.info("turn_refused session=%s reason=no_access", session.id)
@@ -195,10 +201,10 @@ class Runtime:
         if self.model is None:
             return (f"No model is configured yet. Set [model] base_url and model in {self.config.source} "
                     f"(and put the API key in ${self.config.model.api_key_env}); slash commands work meanwhile: /help")
-        available = self.access.toolsets_for(role, self.available(exclude))
+        available = self.access.toolsets_for(role, self.available(exclude) if only is None else only)
+        pins = session.pinned_toolsets if only is None else [ts.name for ts in available]
         selection = select_toolsets(user_text or event or "", has_attachments=has_attachments,
-                                    recent=self._recent_toolsets(rows, turn_id), pins=session.pinned_toolsets,
-                                    available=available)
+                                    recent=self._recent_toolsets(rows, turn_id), pins=pins, available=available)
         if selection.model_dump() != session.last_selection:  # usually unchanged: skip the write
             await self.sessions.update(session.id, last_selection=selection.model_dump())
         ctx = TurnContext(store=self.store, user_key=session.user_key, session_id=session.id, origin=session.origin,
@@ -206,12 +212,16 @@ class Runtime:
                           available={ts.name: ts for ts in available}, loaded=set(selection.names),
                           has_buttons=self._has_buttons(session.surface), guest=role == "guest",
                           external_sources=_external_read(rows, turn_id))
-        memory = await memory_prompt(self.store, session.user_key, self.config.runtime.memory_max_chars)
+        memory = await memory_prompt(self.store, session.user_key, self.config.runtime.memory_max_chars) \
+            if with_memory else ""
+        skills = await skills_prompt(self.services.get("skills"), user_text or event or "") \
+            if "skills" in ctx.available else ""
         convo = [ChatMessage(role="system", content=system_prompt(ctx.now(), session.surface, memory,
-                                                                  self.config.runtime.instructions))]
+                                                                  self.config.runtime.instructions, skills))]
         convo += self.windows.view(session.id, rows)
         loader = loader_tool(available)
-        for _ in range(self.config.runtime.max_tool_rounds):
+        rounds = max_rounds or self.config.runtime.max_tool_rounds
+        for _ in range(rounds):
             tools = tools_for(sorted(ctx.loaded), available, loader)
             try:
                 reply = await self.model.complete(convo, [self._schema(t) for t in tools])
@@ -233,7 +243,7 @@ class Runtime:
             await self._show_images(ctx, session, convo)
             if ctx.ended:
                 return None
-        return (f"I stopped after {self.config.runtime.max_tool_rounds} rounds of tool calls without finishing. "
+        return (f"I stopped after {rounds} rounds of tool calls without finishing. "
                 "Tell me how to continue, or narrow the request.")
 
     async def _run_calls(self, ctx: TurnContext, session: SessionRecord, calls: list[Any], loader: Tool,
