@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from connectors.mcp_names import NameCollision, check_servers
 
 
 class ConfigError(Exception):
@@ -125,6 +127,53 @@ class CalendarConfig(Section):
     timeout_s: float = Field(30, gt=0)
 
 
+ExecutionName = Literal["direct", "audit", "confirm", "change_plan", "force_change_plan"]
+
+
+class McpServerConfig(Section):
+    """One MCP server: `command` (stdio child process) or `url` (streamable HTTP), not both."""
+
+    command: str = ""
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    url: str = ""
+    headers: dict[str, str] = Field(default_factory=dict)
+    policy: ExecutionName = "confirm"
+    keywords: list[str] = Field(default_factory=list)
+    enabled: bool = True
+    guests: bool = False
+    timeout_s: float = Field(30, gt=0)
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServerConfig:
+        if bool(self.command) == bool(self.url):
+            raise ValueError("set either command (a stdio server) or url (a streamable HTTP server)")
+        if self.url and (self.args or self.env):
+            raise ValueError("args and env are for stdio servers (command); an HTTP server takes headers")
+        if self.command and self.headers:
+            raise ValueError("headers are for HTTP servers (url); a stdio server takes env")
+        if self.url and not self.url.startswith(("http://", "https://")):
+            raise ValueError(f"url must start with http:// or https:// (got {self.url!r})")
+        return self
+
+
+class McpConfig(Section):
+    servers: dict[str, McpServerConfig] = Field(default_factory=dict)
+
+    @field_validator("servers")
+    @classmethod
+    def _names(cls, v: dict[str, McpServerConfig]) -> dict[str, McpServerConfig]:
+        try:
+            check_servers(v)
+        except NameCollision as exc:
+            raise ValueError(str(exc)) from None
+        return v
+
+    @property
+    def enabled(self) -> dict[str, McpServerConfig]:
+        return {name: s for name, s in self.servers.items() if s.enabled}
+
+
 class ConsoleConfig(Section):
     user_id: str = "owner"
 
@@ -140,6 +189,7 @@ class Config(Section):
     slack: SlackConfig | None = None
     email: EmailConfig | None = None
     calendar: CalendarConfig | None = None
+    mcp: McpConfig = Field(default_factory=McpConfig)
 
     source: str = Field("(defaults)", exclude=True)
     data_dir: Path = Field(default_factory=lambda: data_dir(), exclude=True)
