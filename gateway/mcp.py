@@ -12,6 +12,7 @@ import logging
 from collections.abc import Callable
 
 from connectors.mcp import McpManager, McpServer, McpServerSettings
+from connectors.mcp_names import toolset_name
 from gateway.config import McpConfig, McpServerConfig
 from toolsets.base import ExecutionPolicy, Toolset
 from toolsets.mcp import ServerSpec, fill, new_toolset
@@ -51,6 +52,9 @@ class McpTools:
         if self.on_change is not None:
             self.on_change()
 
-    def status_lines(self) -> list[str]:
-        """One line per server: name, state, tools."""
-        return [f"{self.toolsets[name].name}: {server.status()}" for name, server in self.manager.servers.items()]
+
+def status_lines(manager: McpManager | None) -> list[str]:
+    """One line per server, for `/tools`: its toolset, state and tool count (or why it is down)."""
+    if manager is None:
+        return []
+    return [f"{toolset_name(name)}: {server.status()}" for name, server in manager.servers.items()]
