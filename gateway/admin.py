@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
 from gateway.app import Gateway
 from gateway.config import Config
+from gateway import mcp_cli
 from gateway.doctor import doctor
 from gateway.scheduler import AutomationService
 from store.access import AccessRepo
@@ -29,6 +31,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("tools", parents=[common], help="the tool catalog")
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=tools)
+    mcp_cli.add_parsers(sub, common)
 
     p = sub.add_parser("approvals", parents=[common], help="list and decide approvals")
     a = p.add_subparsers(dest="action", required=True)
@@ -73,11 +76,16 @@ async def tools(config: Config, args: argparse.Namespace) -> int:
              "visible_chars": t.descriptor.output_budget.visible_chars,
              "requires": ts.requires, "available": ts.requires is None or _configured(config, ts.requires)}
             for ts in TOOLSETS for t in ts.tools]
+    mcp_rows, down = await mcp_cli.tool_rows(config)  # connects to the enabled MCP servers to list them
+    rows += mcp_rows
+    for note in down:
+        print(f"anyy: {note}", file=sys.stderr)
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
     for r in rows:
-        note = "" if r["available"] else f"  (needs [{r['requires']}])"
+        needs = "server down" if r["requires"] == "mcp" else f"needs [{r['requires']}]"
+        note = "" if r["available"] else f"  ({needs})"
         print(f"{r['toolset']:<11} {r['tool']:<20} {r['risk']:<13} {r['approval']:<7} {r['execution']}{note}")
     return 0
 

@@ -53,7 +53,7 @@ class Gateway:
                  resident: bool = True, toolsets: list[Toolset] | None = None) -> None:
         self.config = config
         # MCP toolsets are built from the configured servers; their tools fill in once each server lists them.
-        self.mcp = McpTools(config.mcp) if config.mcp.enabled else None
+        self.mcp = McpTools(config.mcp.enabled) if config.mcp.enabled else None
         mcp_toolsets = list(self.mcp.toolsets.values()) if self.mcp else []
         self.toolsets = [*(TOOLSETS if toolsets is None else toolsets), *mcp_toolsets]
         self.tools: dict[str, Tool] = {}  # by name, shared with the tool caller and approvals

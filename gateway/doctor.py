@@ -9,6 +9,7 @@ import httpx
 from gateway.config import Config, secret
 from gateway.llm import make_client
 from gateway.llm.types import ChatMessage, ModelUnavailable
+from gateway.mcp_cli import doctor_checks
 from gateway.services import connector_checks
 from gateway.surfaces import build_surfaces
 from store.db import Store, StoreError
@@ -27,6 +28,7 @@ async def doctor(config: Config, args: argparse.Namespace) -> int:
     if not surfaces and not problems:
         results.append((WARN, "surfaces", "none configured: only `anyy chat` (the terminal) can reach you"))
     results += await connector_checks(config)
+    results += await doctor_checks(config)
     for mark, what, detail in results:
         print(f"{mark} {what}: {detail}")
     failed = sum(1 for mark, _, _ in results if mark == BAD)

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from connectors.mcp import McpManager, McpServer, McpServerSettings
 from connectors.mcp_names import toolset_name
-from gateway.config import McpConfig, McpServerConfig
+from gateway.config import McpServerConfig
 from toolsets.base import ExecutionPolicy, Toolset
 from toolsets.mcp import ServerSpec, fill, new_toolset
 
@@ -32,10 +32,9 @@ def server_spec(name: str, cfg: McpServerConfig) -> ServerSpec:
 
 
 class McpTools:
-    """The enabled servers' manager and toolsets."""
+    """The given servers' manager and toolsets (the gateway passes the enabled ones)."""
 
-    def __init__(self, config: McpConfig, **server_options: object) -> None:
-        servers = config.enabled
+    def __init__(self, servers: dict[str, McpServerConfig], **server_options: object) -> None:
         self.specs = {name: server_spec(name, cfg) for name, cfg in servers.items()}
         self.toolsets: dict[str, Toolset] = {name: new_toolset(spec) for name, spec in self.specs.items()}
         self.on_change: Callable[[], None] | None = None
