@@ -168,7 +168,7 @@ def _literal(word: str) -> str:
 
 
 def _keywords(spec: ServerSpec, tools: Sequence[types.Tool], *, deferred: bool) -> tuple[str, ...]:
-    name_words = re.split(r"[\s_.\-]+", spec.name)
+    name_words = [w for w in re.split(r"[\s_.\-]+", spec.name) if w]
     out = [r"(?<![a-z0-9])" + r"[\s_.\-]?".join(map(re.escape, name_words)) + r"(?![a-z0-9])", r"\bmcp\b"]
     out += [_literal(k) for k in spec.keywords if k.strip()]
     if not deferred:
@@ -178,5 +178,7 @@ def _keywords(spec: ServerSpec, tools: Sequence[types.Tool], *, deferred: bool) 
             for w in _WORD.findall(f"{t.name} {first_sentence}"):
                 if w.lower() not in _STOP:
                     words.setdefault(w.lower())
-        out += [rf"\b{re.escape(w)}(?:s|es)?\b" for w in list(words)[:_MAX_TOOL_WORDS]]
+        named = {n.lower() for n in name_words}  # already a keyword
+        singular = [w for w in words if not (w.endswith("s") and w[:-1] in words) and w not in named]
+        out += [rf"\b{re.escape(w)}(?:s|es)?\b" for w in singular[:_MAX_TOOL_WORDS]]
     return tuple(dict.fromkeys(out))
