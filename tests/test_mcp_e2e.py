@@ -167,3 +167,29 @@ async def test_slash_tools_lists_mcp_tools_with_policy_and_server_state(start_co
     assert "mcp_notes_add_note (runtime-low, confirm)" in out
     assert re.search(r"mcp-broken: down: .+ \(restarting with backoff\)", out)
     assert "mcp-time: up (2 tools)" in out
+
+
+async def test_name_rules_and_the_child_environment_with_a_real_stdio_server(start_console, make_config, model,
+                                                                            monkeypatch):
+    from tests.fixtures.mcp_odd import LONG_TOOL
+    from tests.test_mcp_names import sha8
+
+    monkeypatch.setenv("ODD_SECRET", "not for the child")
+    monkeypatch.setenv("ODD_TOKEN_SOURCE", "tok-123")
+    odd = {"command": sys.executable, "args": ["-m", "tests.fixtures.mcp_odd"], "timeout_s": 10,
+           "env": {"ODD_TOKEN": "${ODD_TOKEN_SOURCE}", "PYTHONPATH": str(Path(__file__).parent.parent)}}
+    h = await start_console(make_config(mcp={"servers": {"odd": odd}}))
+    names = [t.name for t in h.gw.toolsets[-1].tools]
+    long_name = "mcp_odd_" + LONG_TOOL
+    assert len(LONG_TOOL) == 70 and long_name[:55] + "_" + sha8(long_name) in names
+    assert "mcp_odd_find_note" in names and "mcp_odd_find_note_" + sha8("mcp_odd_find.note") in names
+    assert all(len(n) <= 64 for n in names)
+    model.script(tool_call("mcp_odd_find_note_" + sha8("mcp_odd_find.note"), {}), reply("ok"))
+    await h.say("odd: find the note")
+    assert "find.note ran" in last_result(model)  # the suffixed name calls the right remote tool
+    model.script(tool_call("mcp_odd_environment", {}), reply("ok"))
+    await h.say("odd: show your environment")
+    shown = json.loads(last_result(model).split("\n", 1)[1].rsplit("\n", 1)[0])
+    assert set(shown) <= {"PATH", "HOME", "LANG", "ODD_TOKEN", "PYTHONPATH", "LC_CTYPE"}, sorted(shown)
+    assert shown["ODD_TOKEN"] == "tok-123" and shown["PATH"] == os.environ["PATH"]
+    assert "ODD_SECRET" not in shown and "USER" not in shown and "SHELL" not in shown
