@@ -158,9 +158,12 @@ async def test_tools_list_changed_updates_the_toolset(start_console, make_config
 
 async def test_slash_tools_lists_mcp_tools_with_policy_and_server_state(start_console, make_config, model, mcp_env,
                                                                         monkeypatch):
-    servers = {"time": TIME, "notes": notes_config(mcp_env),
-               "broken": {"url": "http://127.0.0.1:9/mcp", "timeout_s": 2}}
+    servers = {"time": {**TIME, "guests": True}, "notes": notes_config(mcp_env),
+               "broken": {"url": "http://127.0.0.1:9/mcp", "timeout_s": 2}, "off": {**TIME, "enabled": False}}
     h = await start_console(make_config(mcp={"servers": servers}))
+    by_name = {ts.name: ts for ts in h.gw.toolsets}
+    assert by_name["mcp-time"].guests and not by_name["mcp-notes"].guests  # owners only unless configured
+    assert "mcp-off" not in by_name and "off" not in h.gw.services["mcp"].servers
     await h.say("/toolsets pin mcp-time mcp-notes")
     out = await h.say("/tools")
     assert "mcp_time_get_current_time (read, direct)" in out
