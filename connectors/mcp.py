@@ -50,6 +50,10 @@ class McpUnavailable(McpFailure):
     """The server is not connected (starting, down and being restarted, or stopped)."""
 
 
+class McpRefused(McpFailure):
+    """The server answered a call with a protocol error; the message quotes the server."""
+
+
 class McpServerSettings(BaseModel):
     """One server: `command` (stdio) or `url` (streamable HTTP). `${VAR}` in `env` and `headers` values
     is taken from this process's environment when the connection is made."""
@@ -288,11 +292,11 @@ class McpServer:
                                      "try again in a moment") from None
             if exc.code == types.REQUEST_TIMEOUT:
                 raise McpFailure(f"MCP server '{self.name}' did not answer {tool} within {timeout:g}s") from None
-            raise McpFailure(f"MCP server '{self.name}' refused {tool}: {exc.message}") from None
+            raise McpRefused(f"MCP server '{self.name}' refused {tool}: {exc.message}") from None
         except TimeoutError:
             raise McpFailure(f"MCP server '{self.name}' did not answer {tool} within {timeout:g}s") from None
         except Exception as exc:  # a malformed answer, a transport fault: the model reads why
-            raise McpFailure(f"MCP server '{self.name}' failed on {tool}: {describe_error(exc)}") from None
+            raise McpRefused(f"MCP server '{self.name}' failed on {tool}: {describe_error(exc)}") from None
 
 
 class McpManager:

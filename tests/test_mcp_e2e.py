@@ -196,3 +196,15 @@ async def test_name_rules_and_the_child_environment_with_a_real_stdio_server(sta
     assert set(shown) <= {"PATH", "HOME", "LANG", "ODD_TOKEN", "PYTHONPATH", "LC_CTYPE"}, sorted(shown)
     assert shown["ODD_TOKEN"] == "tok-123" and shown["PATH"] == os.environ["PATH"]
     assert "ODD_SECRET" not in shown and "USER" not in shown and "SHELL" not in shown
+
+
+async def test_a_call_that_takes_too_long_times_out_with_a_clear_error(start_console, make_config, model, mcp_env):
+    h = await start_console(make_config(mcp={"servers": {"notes": notes_config(mcp_env, timeout_s=1)}}))
+    model.script(tool_call("mcp_notes_slow", {"seconds": 5}), reply("Too slow."))
+    started = asyncio.get_running_loop().time()
+    await h.say("notes: be slow")
+    assert asyncio.get_running_loop().time() - started < 4
+    assert last_result(model) == "Error: MCP server 'notes' did not answer slow within 1s"
+    model.script(tool_call("mcp_notes_list_notes", {}), reply("Listed."))  # the connection still works
+    await h.say("list my notes")
+    assert last_result(model).startswith('<untrusted source="mcp:notes/list_notes"')

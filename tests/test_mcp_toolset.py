@@ -114,3 +114,29 @@ def test_results_describe_images_and_resources():
     structured = types.CallToolResult(content=[], structured_content={"temp": 21})
     assert render_result(structured) == '{"temp": 21}'
     assert render_result(types.CallToolResult(content=[])) == "(the tool returned no content)"
+
+
+async def test_a_servers_protocol_error_reaches_the_model_as_external_content(store):
+    """The real time server rejects a tool it does not have (JSON-RPC -32602): the tool error quotes it
+    inside the untrusted block."""
+    import sys
+    from pathlib import Path
+
+    from connectors.mcp import McpManager, McpServerSettings
+    from tests.support.context import RecordingContext
+    from toolsets.base import ToolError
+
+    command = str(Path(sys.executable).parent / "mcp-server-time")
+    manager = McpManager([McpServerSettings(name="time", command=command, args=["--local-timezone", "UTC"])])
+    await manager.start()
+    try:
+        ts = built(ServerSpec("time"), [remote("get_future_time", read_only=True)])  # not on the server
+        ctx = RecordingContext(store=store, services={"mcp": manager})
+        tool = ts.tools[0]
+        with pytest.raises(ToolError) as err:
+            await tool.call(ctx, tool.args_model.model_validate({"text": "x"}))
+        assert str(err.value).startswith('<untrusted source="mcp:time/get_future_time"')
+        assert "refused get_future_time: Unknown tool: get_future_time" in str(err.value)
+        assert ctx.external_sources == ["mcp:time/get_future_time"]
+    finally:
+        await manager.aclose()

@@ -24,7 +24,7 @@ from typing import Any
 import mcp_types as types
 from jsonschema.exceptions import SchemaError
 
-from connectors.mcp import McpFailure, McpUnavailable
+from connectors.mcp import McpFailure, McpRefused
 from connectors.mcp_names import tool_names, toolset_name
 from toolsets.base import (
     Descriptor, ExecutionPolicy, Preview, Risk, Tool, ToolContext, ToolError, Toolset, json_schema_args,
@@ -115,10 +115,10 @@ def _handler(server: str, remote: str) -> Any:
             raise ToolError("MCP servers are not running in this process")
         try:
             result = await manager.call(server, remote, arguments)
-        except McpUnavailable as exc:
-            raise ToolError(str(exc)) from None
-        except McpFailure as exc:  # may quote the server: external content too
+        except McpRefused as exc:  # quotes the server: external content too
             raise ToolError(ctx.external(source, str(exc))) from None
+        except McpFailure as exc:  # down, restarting, timed out: our own words
+            raise ToolError(str(exc)) from None
         text = ctx.external(source, render_result(result))
         if result.is_error:
             raise ToolError(f"the MCP tool reported an error:\n{text}")
