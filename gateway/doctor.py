@@ -10,6 +10,7 @@ from gateway.config import Config, secret
 from gateway.llm import make_client
 from gateway.llm.types import ChatMessage, ModelUnavailable
 from gateway.mcp_cli import doctor_checks
+from gateway.redaction import configured_secrets, redact
 from gateway.services import connector_checks
 from gateway.surfaces import build_surfaces
 from store.db import Store, StoreError
@@ -29,8 +30,9 @@ async def doctor(config: Config, args: argparse.Namespace) -> int:
         results.append((WARN, "surfaces", "none configured: only `anyy chat` (the terminal) can reach you"))
     results += await connector_checks(config)
     results += await doctor_checks(config)
+    secrets = configured_secrets(config)
     for mark, what, detail in results:
-        print(f"{mark} {what}: {detail}")
+        print(redact(f"{mark} {what}: {detail}", secrets))
     failed = sum(1 for mark, _, _ in results if mark == BAD)
     print("All good." if not failed else f"{failed} problem(s) to fix.")
     return 1 if failed else 0

@@ -52,8 +52,8 @@ class McpTools:
             self.on_change()
 
 
-def status_lines(manager: McpManager | None) -> list[str]:
-    """One line per server, for `/tools`: its toolset, state and tool count (or why it is down)."""
+def status_lines(manager: McpManager | None) -> list[tuple[str, str]]:
+    """(toolset name, line) per server, for `/tools`: its state and tool count, or why it is down."""
     if manager is None:
         return []
-    return [f"{toolset_name(name)}: {server.status()}" for name, server in manager.servers.items()]
+    return [(toolset_name(name), f"{toolset_name(name)}: {server.status()}") for name, server in manager.servers.items()]
