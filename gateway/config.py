@@ -6,6 +6,7 @@ means "all defaults"). The data directory is `$ANYY_HOME`, else `~/.local/share/
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 import tomllib
@@ -256,6 +257,52 @@ class TerminalConfig(Section):
         return self
 
 
+class DashboardConfig(Section):
+    enabled: bool = True
+    listen: str = "127.0.0.1:8765"
+    allow_remote: bool = False
+
+    @property
+    def host(self) -> str:
+        return split_listen(self.listen)[0]
+
+    @property
+    def port(self) -> int:
+        return split_listen(self.listen)[1]
+
+    @field_validator("listen")
+    @classmethod
+    def _listen(cls, v: str) -> str:
+        split_listen(v)
+        return v
+
+    @model_validator(mode="after")
+    def _loopback_unless_allowed(self) -> "DashboardConfig":
+        # The dashboard can approve an email: serving it beyond this machine must be a deliberate choice.
+        if not self.allow_remote and not is_loopback(self.host):
+            raise ValueError(f"listen = {self.listen!r} is not a loopback address; use 127.0.0.1 or set "
+                             "allow_remote = true to serve the dashboard beyond this machine")
+        return self
+
+
+def split_listen(listen: str) -> tuple[str, int]:
+    """`host:port` (IPv6 as `[::1]:8765`) -> (host, port); ValueError naming the problem."""
+    host, sep, port = listen.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"listen = {listen!r} must be HOST:PORT, e.g. '127.0.0.1:8765'")
+    return host, int(port)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a host name other than localhost may resolve anywhere
+
+
 class Config(Section):
     model: ModelConfig = Field(default_factory=ModelConfig)
     store: StoreConfig = Field(default_factory=StoreConfig)
@@ -266,6 +313,7 @@ class Config(Section):
     console: ConsoleConfig = Field(default_factory=ConsoleConfig)
     workspace: WorkspaceConfig = Field(default_factory=WorkspaceConfig)
     terminal: TerminalConfig = Field(default_factory=TerminalConfig)
+    dashboard: DashboardConfig = Field(default_factory=DashboardConfig)
     telegram: TelegramConfig | None = None
     slack: SlackConfig | None = None
     email: EmailConfig | None = None

@@ -25,10 +25,11 @@ from gateway.outbox import OutboxService
 from gateway.prompt import system_prompt
 from gateway.selection import select_toolsets, tools_for
 from gateway.toolcalls import ToolCaller
+from store.audit import Audit
 from store.db import Store
 from store.inbound import InboundLog
 from store.messages import Messages
-from store.records import Inbound, MessageRecord, Origin, Outbound, SessionRecord
+from store.records import AuditEvent, Inbound, MessageRecord, Origin, Outbound, SessionRecord
 from store.sessions import Sessions, session_id_for
 from toolsets.base import Tool, Toolset
 from toolsets.loader import loader_tool
@@ -38,6 +39,9 @@ log = logging.getLogger(__name__)
 
 RECENT_TURNS = 2  # toolsets used this many turns back stay selected (follow-ups like "yes, send it")
 CommandHandler = Callable[[Inbound, SessionRecord], Awaitable[str | Outbound | None]]
+
+
+MODEL_ERROR = "model.error"  # the audit action of a model call that failed after retries
 
 
 class Runtime:
@@ -206,6 +210,10 @@ class Runtime:
                 reply = await self.model.complete(convo, [self._schema(t) for t in tools])
             except ModelUnavailable as exc:
                 log.warning("model_unavailable session=%s", session.id)
+                # Recorded so the dashboard's health page can count model errors; the message names
+                # the URL and the cause, never a key.
+                await Audit(self.store).add(AuditEvent(actor="anyy", action=MODEL_ERROR, session_id=session.id,
+                                                       detail={"error": str(exc)[:300]}))
                 return f"⚠️ {exc}"
             assistant = MessageRecord(session_id=session.id, epoch=session.epoch, turn_id=turn_id, role="assistant",
                                       content=reply.text, tool_calls=reply.tool_calls, user_key=session.user_key,
