@@ -208,3 +208,26 @@ async def test_a_call_that_takes_too_long_times_out_with_a_clear_error(start_con
     model.script(tool_call("mcp_notes_list_notes", {}), reply("Listed."))  # the connection still works
     await h.say("list my notes")
     assert last_result(model).startswith('<untrusted source="mcp:notes/list_notes"')
+
+
+async def test_a_guest_gets_only_the_servers_shared_with_guests(start_console, make_config, model, mcp_env):
+    from tests.test_authority import guest_replies, pair_guest, say_as_guest
+
+    servers = {"time": TIME, "notes": notes_config(mcp_env, guests=True)}
+    h = await start_console(make_config(mcp={"servers": servers}))
+    await pair_guest(h)
+    model.script(tool_call("mcp_time_get_current_time", {"timezone": "UTC"}),
+                 tool_call("load_toolsets", {"names": ["mcp-time"]}), reply("I can't tell the time here."))
+    await say_as_guest(h, "what time is it? check my notes too")
+    for request in model.requests:
+        assert not [n for n in request.tool_names if n.startswith("mcp_time_")], request.tool_names
+        loader = next(t for t in request.body["tools"] if t["function"]["name"] == "load_toolsets")
+        assert "- mcp-time:" not in loader["function"]["description"]
+        assert "- mcp-notes:" in loader["function"]["description"]
+    assert "mcp_notes_list_notes" in model.requests[0].tool_names  # shared: selected by "notes"
+    results = [m["content"] for m in model.requests[-1].messages if m["role"] == "tool"]
+    assert "mcp_time_get_current_time is not available in this conversation" in results[0]
+    assert "unknown toolset" in results[1]
+    await say_as_guest(h, "/tools")
+    listing = (await guest_replies(h))[-1]
+    assert "• mcp-notes: up" in listing and "mcp-time" not in listing
