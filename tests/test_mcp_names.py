@@ -71,3 +71,14 @@ def test_server_config_names_the_bad_key():
         with pytest.raises(ConfigError) as err:
             parse_config({"mcp": {"servers": servers}})
         assert message in str(err.value), servers
+
+
+def test_the_variables_an_mcp_server_names_are_secrets(monkeypatch):
+    from gateway.redaction import configured_secrets
+
+    monkeypatch.setenv("NOTES_TOKEN", "s3cr3t-notes-token")
+    cfg = parse_config({"mcp": {"servers": {
+        "notes": {"url": "http://127.0.0.1:1/mcp", "headers": {"Authorization": "Bearer ${NOTES_TOKEN}"}},
+        "time": {"command": "x", "env": {"API": "${TIME_KEY}", "PLAIN": "value"}}}}})
+    assert {"NOTES_TOKEN", "TIME_KEY"} <= cfg.secret_env_names() and "PLAIN" not in cfg.secret_env_names()
+    assert "s3cr3t-notes-token" in configured_secrets(cfg)  # so doctor and the logs redact it
