@@ -15,6 +15,7 @@ from gateway import mcp_cli
 from gateway.dashboard import load_or_create_token, login_url
 from gateway.doctor import doctor
 from gateway.scheduler import AutomationService
+from gateway.services import speech_engine
 from store.access import AccessRepo
 from store.approvals import Approvals
 from store.audit import Audit
@@ -104,7 +105,9 @@ def _configured(config: Config, requires: str) -> bool:
         return config.web.search != "none"
     if requires == "terminal":
         return config.terminal.enabled
-    return requires in ("automations", "web", "workspace") or getattr(config, requires, None) is not None
+    if requires == "tts":  # the section always exists; the engine decides
+        return speech_engine(config) is not None
+    return requires in ("automations", "web", "workspace", "artifacts") or getattr(config, requires, None) is not None
 
 
 async def approvals_list(config: Config, args: argparse.Namespace) -> int:

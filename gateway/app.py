@@ -20,6 +20,7 @@ from gateway.config import Config, secret
 from gateway.context import TurnContext
 from gateway.llm import make_client
 from gateway.llm.types import ModelClient
+from gateway.media import run_retention, sweep_expired
 from gateway.mcp import McpTools
 from gateway.outbox import OutboxService
 from gateway.policy import Policy
@@ -100,6 +101,11 @@ class Gateway:
             await self.approvals.sweep()
             self._background.append(asyncio.create_task(self.approvals.run_sweeper(), name="approval-sweeper"))
             await self.runtime.recover()
+            artifacts = self.services.get("artifacts")
+            if artifacts is not None:
+                await sweep_expired(artifacts, self.config.artifacts.retention_days)
+                self._background.append(asyncio.create_task(
+                    run_retention(artifacts, self.config.artifacts.retention_days), name="artifact-retention"))
             scheduler = self.services.get("automations")
             if scheduler is not None:
                 await scheduler.start()

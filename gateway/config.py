@@ -37,6 +37,9 @@ class ModelConfig(Section):
     max_retries: int = Field(4, ge=0, le=10)
     fallback_model: str = ""
     max_tokens: int = Field(2048, gt=0)
+    vision: bool = False  # the model accepts images: photos go to it as image parts
+    image_max_side: int = Field(1568, ge=64, le=8192, description="pixels; larger images are downscaled")
+    image_max_kb: int = Field(1024, ge=16, le=20_480, description="encoded size of one image sent")
 
     @property
     def configured(self) -> bool:
@@ -225,6 +228,33 @@ class McpConfig(Section):
         return {m for v in values for m in re.findall(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", v)}
 
 
+class SpeechConfig(Section):
+    """Voice notes in: an OpenAI-compatible transcription endpoint (whisper.cpp server, speaches, OpenAI)."""
+
+    transcribe_url: str = ""  # POST {transcribe_url}/audio/transcriptions; empty = voice notes are not transcribed
+    transcribe_model: str = "whisper-1"
+    api_key_env: str = "ANYY_SPEECH_KEY"
+    timeout_s: float = Field(120, gt=0)
+
+
+class TtsConfig(Section):
+    """Voice notes out: the engine behind `text_to_speech` ("none" = the toolset is absent)."""
+
+    engine: Literal["espeak-ng", "openai", "none"] = "none"
+    url: str = ""  # for "openai": POST {url}/audio/speech (the key is [speech] api_key_env)
+    model: str = "tts-1"  # for "openai"
+    voice: str = "en"
+    timeout_s: float = Field(120, gt=0)
+
+
+class ArtifactsConfig(Section):
+    """Received attachments and produced files, kept under the data directory."""
+
+    retention_days: float = Field(30, gt=0)
+    max_file_mb: float = Field(20, gt=0)
+    max_daily_mb: float = Field(200, gt=0, description="per user per day, received and produced together")
+
+
 class ConsoleConfig(Section):
     user_id: str = "owner"
 
@@ -314,6 +344,9 @@ class Config(Section):
     workspace: WorkspaceConfig = Field(default_factory=WorkspaceConfig)
     terminal: TerminalConfig = Field(default_factory=TerminalConfig)
     dashboard: DashboardConfig = Field(default_factory=DashboardConfig)
+    speech: SpeechConfig = Field(default_factory=SpeechConfig)
+    tts: TtsConfig = Field(default_factory=TtsConfig)
+    artifacts: ArtifactsConfig = Field(default_factory=ArtifactsConfig)
     telegram: TelegramConfig | None = None
     slack: SlackConfig | None = None
     email: EmailConfig | None = None

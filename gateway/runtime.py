@@ -21,6 +21,7 @@ from gateway.config import Config
 from gateway.context import TurnContext
 from gateway.history import HistoryWindows, to_chat
 from gateway.llm.types import ChatMessage, ModelClient, ModelUnavailable, ToolSchema
+from gateway.media import Media
 from gateway.outbox import OutboxService
 from gateway.prompt import system_prompt
 from gateway.selection import select_toolsets, tools_for
@@ -60,6 +61,7 @@ class Runtime:
         self.messages = Messages(store)
         self.windows = HistoryWindows(self.messages, config.runtime.context_budget)
         self.inbound_log = InboundLog(store)
+        self.media = Media(config, services.get("artifacts"), services.get("speech"))
         self._lanes: dict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._turns = Background()
         self._tool_toolset = {t.name: ts.name for ts in toolsets for t in ts.tools}
@@ -135,14 +137,18 @@ class Runtime:
             if answer is not None:
                 await self.reply(inbound.origin, answer, f"{turn_id}:command")
                 return
-        user_text = _with_attachments(inbound)
         surface = self.outbox.surfaces.get(inbound.surface)
         progress = surface.progress(inbound.origin, inbound.platform_message_id) if surface else contextlib.nullcontext()
         async with progress:
-            text = await self.model_turn(session, turn_id, user_text=user_text,
+            prepared = await self.media.prepare(inbound, session.id, session.user_key, turn_id)
+            for index, notice in enumerate(prepared.notices):
+                await self.reply(inbound.origin, notice, f"{turn_id}:media:{index}")
+            if prepared.empty:
+                return
+            text = await self.model_turn(session, turn_id, user_text=prepared.text, images=prepared.images,
                                          has_attachments=bool(inbound.attachments))
         if text:
-            await self.reply(inbound.origin, text, f"{turn_id}:reply")
+            await self.reply(inbound.origin, prepared.heard + text, f"{turn_id}:reply")
 
     async def _follow_up(self, session_id: str, event: str, dedupe: str) -> None:
         async with self._lanes[session_id]:
@@ -170,7 +176,7 @@ class Runtime:
 
     async def model_turn(self, session: SessionRecord, turn_id: str, *, user_text: str | None = None,
                          event: str | None = None, has_attachments: bool = False,
-                         exclude: set[str] = frozenset()) -> str | None:
+                         exclude: set[str] = frozenset(), images: list[dict[str, Any]] | None = None) -> str | None:
         """Run the model on the session until it answers. Returns the final text (None when the turn
         ended by asking the user a question)."""
         role = await self.access.role_of(session.user_key)
@@ -182,7 +188,8 @@ class Runtime:
         if not already:
             new = MessageRecord(session_id=session.id, epoch=session.epoch, turn_id=turn_id,
                                 role="user" if user_text is not None else "event",
-                                content=user_text if user_text is not None else (event or ""), user_key=session.user_key)
+                                content=user_text if user_text is not None else (event or ""), user_key=session.user_key,
+                                meta={"images": images} if images else {})
             await self.messages.add(new)
             rows.append(new)
         if self.model is None:
@@ -223,6 +230,7 @@ class Runtime:
             if not reply.tool_calls:
                 return reply.text
             await self._run_calls(ctx, session, reply.tool_calls, loader, convo)
+            await self._show_images(ctx, session, convo)
             if ctx.ended:
                 return None
         return (f"I stopped after {self.config.runtime.max_tool_rounds} rounds of tool calls without finishing. "
@@ -243,6 +251,19 @@ class Runtime:
                                    user_key=session.user_key, meta=meta)
             await self.messages.add(result)
             convo.append(ChatMessage(role="tool", content=outcome.visible, tool_call_id=call.id, name=call.name))
+
+    async def _show_images(self, ctx: TurnContext, session: SessionRecord, convo: list[ChatMessage]) -> None:
+        """Images a tool asked to show (artifact_inspect) follow the tool results as a stored event, which
+        both wire formats accept there."""
+        if not ctx.images:
+            return
+        names = ", ".join(f"{p['name']} (artifact {p['artifact']})" for p in ctx.images)
+        event = MessageRecord(session_id=session.id, epoch=session.epoch, turn_id=ctx.turn_id, role="event",
+                              content=f"The image(s) you asked to see: {names}", user_key=session.user_key,
+                              meta={"images": ctx.images})
+        ctx.images = []
+        await self.messages.add(event)
+        convo.append(to_chat(event))
 
     def _has_buttons(self, surface_name: str) -> bool:
         surface = self.outbox.surfaces.get(surface_name)
@@ -277,12 +298,4 @@ def _external_read(rows: list[MessageRecord], turn_id: str) -> list[str]:
         if m.turn_id == turn_id and m.role == "tool":
             sources += [s for s in m.meta.get("external", []) if s not in sources]
     return sources
-
-
-def _with_attachments(inbound: Inbound) -> str:
-    if not inbound.attachments:
-        return inbound.text
-    lines = [f"- {a.name} ({a.mime_type}, {a.size} bytes) " + (f"saved at {a.path}" if a.path else "not downloaded")
-             for a in inbound.attachments]
-    return (inbound.text + "\n\n" if inbound.text else "") + "[attachments]\n" + "\n".join(lines)
 
