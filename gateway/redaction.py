@@ -1,8 +1,8 @@
 """Redaction: what `anyy doctor`, logs and error messages print never carries a credential.
 
 Two kinds are removed: the userinfo of any URL (`https://user:pass@host` -> `https://***@host`) and the
-value of every secret the config names (each `*_env` key's environment variable, each MCP `${VAR}`). One helper, used by
-the log handler (gateway/logs.py), doctor's output and the CLI's error messages.
+value of every secret the config names (each `*_env` key's environment variable, each MCP `${VAR}`).
+One helper, used by the log handler (gateway/logs.py), doctor's output and the CLI's error messages.
 """
 
 from __future__ import annotations
