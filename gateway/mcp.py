@@ -56,4 +56,5 @@ def status_lines(manager: McpManager | None) -> list[tuple[str, str]]:
     """(toolset name, line) per server, for `/tools`: its state and tool count, or why it is down."""
     if manager is None:
         return []
-    return [(toolset_name(name), f"{toolset_name(name)}: {server.status()}") for name, server in manager.servers.items()]
+    return [(ts, f"{ts}: {server.status()}") for ts, server in
+            ((toolset_name(name), server) for name, server in manager.servers.items())]

@@ -86,7 +86,7 @@ def fill(toolset: Toolset, spec: ServerSpec, tools: Sequence[types.Tool], taken:
         toolset.description = f"MCP server '{spec.name}' ({len(built)} tools; load it to see them)"
     else:
         listed = ", ".join(t.name for t in tools)
-        toolset.description = f"MCP server '{spec.name}': {listed[:200]}" if listed else f"MCP server '{spec.name}' (no tools)"
+        toolset.description = f"MCP server '{spec.name}': " + (listed[:200] if listed else "(no tools)")
 
 
 def _tool(spec: ServerSpec, remote: types.Tool, name: str, toolset: str) -> Tool:
