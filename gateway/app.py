@@ -21,6 +21,7 @@ from gateway.context import TurnContext
 from gateway.llm import make_client
 from gateway.llm.types import ModelClient
 from gateway.media import run_retention, sweep_expired
+from gateway.mcp import McpTools
 from gateway.outbox import OutboxService
 from gateway.policy import Policy
 from gateway.runtime import Runtime
@@ -31,7 +32,7 @@ from store.audit import Audit
 from store.db import Store
 from store.records import ApprovalRecord, AutomationRecord, Inbound, Origin, utcnow
 from store.sessions import session_id_for
-from toolsets.base import Toolset
+from toolsets.base import Tool, Toolset
 from toolsets.registry import TOOLSETS
 
 log = logging.getLogger(__name__)
@@ -56,7 +57,11 @@ class Gateway:
     def __init__(self, config: Config, *, surfaces: list[Surface] | None = None, model: ModelClient | None = _DEFAULT,
                  resident: bool = True, toolsets: list[Toolset] | None = None) -> None:
         self.config = config
-        self.toolsets = TOOLSETS if toolsets is None else toolsets
+        # MCP toolsets are built from the configured servers; their tools fill in once each server lists them.
+        self.mcp = McpTools(config.mcp.enabled) if config.mcp.enabled else None
+        mcp_toolsets = list(self.mcp.toolsets.values()) if self.mcp else []
+        self.toolsets = [*(TOOLSETS if toolsets is None else toolsets), *mcp_toolsets]
+        self.tools: dict[str, Tool] = {}  # by name, shared with the tool caller and approvals
         self.surfaces = surfaces or []
         self.resident = resident
         self.model = self._default_model() if model is _DEFAULT else model
@@ -75,7 +80,12 @@ class Gateway:
     async def start(self) -> None:
         await self.store.open()
         self.access = Access(self.store, self.config, self.toolsets)
-        tools = {t.name: t for ts in self.toolsets for t in ts.tools}
+        if self.mcp is not None:  # servers that fail to start are reported and retried; Anyy starts anyway
+            self.mcp.on_change = self._index_tools
+            await self.mcp.start()
+            self.services["mcp"] = self.mcp.manager
+        self._index_tools()
+        tools = self.tools
         self.approvals = ApprovalService(self.store, self.config, tools, self.outbox.enqueue, self._context_for,
                                          self._on_outcome, self.access.may_decide)
         caller = ToolCaller(tools, Policy(self.config.tool_governance, self.config.approvals), self.approvals,
@@ -103,6 +113,11 @@ class Gateway:
         for surface in self.surfaces:
             await self._start_surface(surface)
         self.outbox.start({s.name: s for s in self.surfaces})
+
+    def _index_tools(self) -> None:
+        """Re-index the tools by name, in place (an MCP server's tool list changed)."""
+        self.tools.clear()
+        self.tools.update({t.name: t for ts in self.toolsets for t in ts.tools})
 
     async def _start_surface(self, surface: Surface) -> None:
         try:

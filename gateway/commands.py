@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from gateway.approvals import ApprovalService
+from gateway.mcp import status_lines
+from gateway.policy import effective_descriptor
 from gateway.reminders import cancel_command, remind_command, reminders_command
 from gateway.runtime import Runtime
 from gateway.scheduler import AutomationService
@@ -75,7 +77,12 @@ class Commands:
 
     async def tools(self, inbound: Inbound, session: SessionRecord, args: str) -> str:
         available = await self.runtime.offered(inbound.user_key)
-        return describe_tools(tools_for(self._selection(session, available).names, available, loader_tool(available)))
+        tools = tools_for(self._selection(session, available).names, available, loader_tool(available))
+        governance = self.runtime.config.tool_governance
+        listing = describe_tools(tools, lambda t: effective_descriptor(t, governance))
+        offered = {ts.name for ts in available}  # a guest hears only of the servers offered to them
+        servers = [line for name, line in status_lines(self.runtime.services.get("mcp")) if name in offered]
+        return "\n".join([listing, "MCP servers:", *(f"• {line}" for line in servers)]) if servers else listing
 
     async def toolsets(self, inbound: Inbound, session: SessionRecord, args: str) -> str:
         words = args.split()

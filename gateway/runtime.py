@@ -68,7 +68,7 @@ class Runtime:
         self._lanes: dict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._turns = Background()
         self._tool_toolset = {t.name: ts.name for ts in toolsets for t in ts.tools}
-        self._schemas: dict[str, ToolSchema] = {}
+        self._schemas: dict[str, tuple[Tool, ToolSchema]] = {}
         self.accepting = True
         self._submitted: set[int] = set()  # queue ids with a turn in this process (never run one twice)
 
@@ -286,11 +286,12 @@ class Runtime:
         return surface is not None and surface.has_buttons
 
     def _schema(self, tool: Tool) -> ToolSchema:
-        """Tool schemas are immutable: build each provider-neutral schema object once."""
+        """A tool's schema never changes: build each provider-neutral schema object once per tool (an
+        MCP server whose tool list changes brings new Tool objects)."""
         cached = self._schemas.get(tool.name)
-        if cached is None or cached.description != tool.description:
-            cached = self._schemas[tool.name] = ToolSchema(**tool.schema())
-        return cached
+        if cached is None or cached[0] is not tool:
+            cached = self._schemas[tool.name] = (tool, ToolSchema(**tool.schema()))
+        return cached[1]
 
     def _recent_toolsets(self, rows: list[MessageRecord], current_turn: str) -> list[str]:
         """Toolsets whose tools were called in the session's last RECENT_TURNS turns before this one."""
