@@ -4,13 +4,18 @@ as the resident process and never fire schedules."""
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
+import sys
 from typing import Any
 
 from gateway.app import Gateway
 from gateway.config import Config
+from gateway import mcp_cli
+from gateway.dashboard import load_or_create_token, login_url
 from gateway.doctor import doctor
 from gateway.scheduler import AutomationService
+from gateway.services import speech_engine
 from gateway.usage import add_parser as add_usage_parser
 from store.access import AccessRepo
 from store.approvals import Approvals
@@ -31,6 +36,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("tools", parents=[common], help="the tool catalog")
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=tools)
+    mcp_cli.add_parsers(sub, common)
 
     p = sub.add_parser("approvals", parents=[common], help="list and decide approvals")
     a = p.add_subparsers(dest="action", required=True)
@@ -61,6 +67,11 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     x.add_argument("user_id")
     x.set_defaults(fn=pairing_revoke)
 
+    p = sub.add_parser("dashboard", parents=[common], help="the browser dashboard served by `anyy run`")
+    a = p.add_subparsers(dest="action", required=True)
+    a.add_parser("url", parents=[common], help="print the login link (it carries the secret token)").set_defaults(
+        fn=dashboard_url)
+
     p = sub.add_parser("automations", parents=[common], help="list and delete automations and reminders")
     a = p.add_subparsers(dest="action", required=True)
     a.add_parser("list", parents=[common]).set_defaults(fn=automations_list)
@@ -73,19 +84,32 @@ async def tools(config: Config, args: argparse.Namespace) -> int:
     rows = [{"toolset": ts.name, "tool": t.name, "risk": str(t.descriptor.risk),
              "approval": str(t.descriptor.approval), "execution": str(t.descriptor.execution),
              "visible_chars": t.descriptor.output_budget.visible_chars,
-             "requires": ts.requires, "available": ts.requires is None or _configured(config, ts.requires)}
+             "requires": t.requires or ts.requires,
+             "available": all(_configured(config, r) for r in (ts.requires, t.requires) if r is not None)}
             for ts in TOOLSETS for t in ts.tools]
+    mcp_rows, down = await mcp_cli.tool_rows(config)  # connects to the enabled MCP servers to list them
+    rows += mcp_rows
+    for note in down:
+        print(f"anyy: {note}", file=sys.stderr)
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
     for r in rows:
-        note = "" if r["available"] else f"  (needs [{r['requires']}])"
+        needs = {"web_search": "needs [web] search", "mcp": "server down"}.get(r["requires"] or "",
+                                                                               f"needs [{r['requires']}]")
+        note = "" if r["available"] else f"  ({needs})"
         print(f"{r['toolset']:<11} {r['tool']:<20} {r['risk']:<13} {r['approval']:<7} {r['execution']}{note}")
     return 0
 
 
 def _configured(config: Config, requires: str) -> bool:
-    return requires == "automations" or getattr(config, requires, None) is not None
+    if requires == "web_search":
+        return config.web.search != "none"
+    if requires == "terminal":
+        return config.terminal.enabled
+    if requires == "tts":  # the section always exists; the engine decides
+        return speech_engine(config) is not None
+    return requires in ("automations", "web", "workspace", "artifacts") or getattr(config, requires, None) is not None
 
 
 async def approvals_list(config: Config, args: argparse.Namespace) -> int:
@@ -147,11 +171,29 @@ async def pairing_approve(config: Config, args: argparse.Namespace) -> int:
 
 
 async def pairing_revoke(config: Config, args: argparse.Namespace) -> int:
-    async with Store(config.store_path) as store:
-        removed = await AccessRepo(store).revoke(args.surface, args.user_id)
-    if not removed:
+    """Revoke completely: admission, pending approvals (their prompts are edited; the resident process
+    delivers the edits) and automations. A non-resident gateway, as for deciding approvals."""
+    gw = Gateway(config, surfaces=[], resident=False)
+    await gw.start()
+    try:
+        done = await gw.access.revoke(args.surface, args.user_id, gw.approvals, gw.services["automations"])
+        await gw.idle()
+    finally:
+        await gw.stop()
+    if done is None:
         raise AdminError(f"{args.surface} user {args.user_id} was not admitted by pairing")
-    print(f"Revoked {args.surface} user {args.user_id}.")
+    cancelled, disabled = done
+    print(f"Revoked {args.surface} user {args.user_id}: {cancelled} pending approval(s) cancelled, "
+          f"{disabled} automation(s) disabled.")
+    return 0
+
+
+async def dashboard_url(config: Config, args: argparse.Namespace) -> int:
+    """Print the dashboard's login link, creating the token on first use."""
+    token = await asyncio.to_thread(load_or_create_token, config.data_dir)
+    if not config.dashboard.enabled:
+        print(f"note: [dashboard] enabled = false in {config.source}; `anyy run` does not serve it", file=sys.stderr)
+    print(login_url(config.dashboard, token))
     return 0
 
 

@@ -8,6 +8,8 @@ directory) the gateway neither fires schedules nor recovers other processes' tur
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import logging
 from typing import Any
 
@@ -18,6 +20,8 @@ from gateway.config import Config, secret
 from gateway.context import TurnContext
 from gateway.llm import make_client
 from gateway.llm.types import ModelClient
+from gateway.media import run_retention, sweep_expired
+from gateway.mcp import McpTools
 from gateway.outbox import OutboxService
 from gateway.policy import Policy
 from gateway.runtime import Runtime
@@ -27,13 +31,15 @@ from gateway.toolcalls import ToolCaller
 from store.audit import Audit
 from store.db import Store
 from store.records import ApprovalRecord, AutomationRecord, Inbound, Origin, utcnow
-from toolsets.base import Toolset
+from store.sessions import session_id_for
+from toolsets.base import Tool, Toolset
 from toolsets.registry import TOOLSETS
 
 log = logging.getLogger(__name__)
 
 _DEFAULT: Any = object()
 CHOICE_DEBOUNCE_S = 5.0
+ASKED_LOOKBACK = 12  # rows: the question's tool call, its results, and the calls beside it in one reply
 
 OUTCOME_TEXT = {
     "succeeded": "was approved by {by} and has run. Result: {result}",
@@ -51,7 +57,11 @@ class Gateway:
     def __init__(self, config: Config, *, surfaces: list[Surface] | None = None, model: ModelClient | None = _DEFAULT,
                  resident: bool = True, toolsets: list[Toolset] | None = None) -> None:
         self.config = config
-        self.toolsets = TOOLSETS if toolsets is None else toolsets
+        # MCP toolsets are built from the configured servers; their tools fill in once each server lists them.
+        self.mcp = McpTools(config.mcp.enabled) if config.mcp.enabled else None
+        mcp_toolsets = list(self.mcp.toolsets.values()) if self.mcp else []
+        self.toolsets = [*(TOOLSETS if toolsets is None else toolsets), *mcp_toolsets]
+        self.tools: dict[str, Tool] = {}  # by name, shared with the tool caller and approvals
         self.surfaces = surfaces or []
         self.resident = resident
         self.model = self._default_model() if model is _DEFAULT else model
@@ -69,12 +79,17 @@ class Gateway:
 
     async def start(self) -> None:
         await self.store.open()
-        self.access = Access(self.store, self.config)
-        tools = {t.name: t for ts in self.toolsets for t in ts.tools}
+        self.access = Access(self.store, self.config, self.toolsets)
+        if self.mcp is not None:  # servers that fail to start are reported and retried; Anyy starts anyway
+            self.mcp.on_change = self._index_tools
+            await self.mcp.start()
+            self.services["mcp"] = self.mcp.manager
+        self._index_tools()
+        tools = self.tools
         self.approvals = ApprovalService(self.store, self.config, tools, self.outbox.enqueue, self._context_for,
-                                         self._on_outcome)
+                                         self._on_outcome, self.access.may_decide)
         caller = ToolCaller(tools, Policy(self.config.tool_governance, self.config.approvals), self.approvals,
-                            Audit(self.store), self.access.deciders)
+                            Audit(self.store), self.access)
         self.services.update(await build_services(self))
         self.runtime = Runtime(self.store, self.config, self.model, self.toolsets, self.services, self.outbox, caller,
                                self.access)
@@ -86,12 +101,23 @@ class Gateway:
             await self.approvals.sweep()
             self._background.append(asyncio.create_task(self.approvals.run_sweeper(), name="approval-sweeper"))
             await self.runtime.recover()
+            await self.services["subagents"].recover()
+            artifacts = self.services.get("artifacts")
+            if artifacts is not None:
+                await sweep_expired(artifacts, self.config.artifacts.retention_days)
+                self._background.append(asyncio.create_task(
+                    run_retention(artifacts, self.config.artifacts.retention_days), name="artifact-retention"))
             scheduler = self.services.get("automations")
             if scheduler is not None:
                 await scheduler.start()
         for surface in self.surfaces:
             await self._start_surface(surface)
         self.outbox.start({s.name: s for s in self.surfaces})
+
+    def _index_tools(self) -> None:
+        """Re-index the tools by name, in place (an MCP server's tool list changed)."""
+        self.tools.clear()
+        self.tools.update({t.name: t for ts in self.toolsets for t in ts.tools})
 
     async def _start_surface(self, surface: Surface) -> None:
         try:
@@ -152,11 +178,23 @@ class Gateway:
     async def receive(self, inbound: Inbound, dedupe_key: str | None = None) -> bool:
         return await self.runtime.receive(inbound, dedupe_key)
 
-    async def press(self, surface: str, user_id: str, action: str, value: str, origin: Origin) -> str:
+    async def admits(self, surface: str, user_id: str) -> bool:
+        return await self.access.is_allowed(surface, user_id)
+
+    async def press(self, surface: str, user_id: str, action: str, value: str, origin: Origin,
+                    is_group: bool = False) -> str:
+        """A button press passes the same access check as a message; a clarify answer goes to the
+        session that asked, and only the user who was asked may give it."""
         user_key = f"{surface}:{user_id}"
+        if not await self.access.is_allowed(surface, user_id):
+            log.info("press_refused surface=%s action=%s reason=no_access", surface, action)
+            return "You are not allowed to use this assistant; nothing changed."
         if action in ("approve", "deny"):
             return await self.approvals.decide(value, user_key, approve=action == "approve")
         if action == "clarify":
+            if not await self._asked(session_id_for(origin, user_id if is_group else None), value):
+                log.info("press_refused surface=%s action=clarify reason=not_asked", surface)
+                return "This question was not for you; nothing changed."
             # A double tap on a phone must not answer twice: the same choice in the same chat within a
             # few seconds is one answer.
             key = f"{user_key}|{origin.key()}|{value}"
@@ -165,9 +203,28 @@ class Gateway:
             if key not in self._recent_choices:
                 self._recent_choices[key] = now
                 await self.receive(Inbound(surface=surface, chat_id=origin.chat_id, thread_id=origin.thread_id,
-                                           user_id=user_id, text=value))
+                                           user_id=user_id, text=value, is_group=is_group))
             return f"You chose: {value}"
         return "Unknown button."
+
+    async def _asked(self, session_id: str, option: str) -> bool:
+        """Whether the session's last model reply asked a clarifying question offering `option` that
+        nobody has answered yet (nothing newer than that question in the session)."""
+        session = await self.runtime.sessions.get(session_id)
+        if session is None:
+            return False
+        for row in reversed(await self.runtime.messages.recent(session_id, session.epoch, ASKED_LOOKBACK)):
+            if row.role == "tool":
+                continue
+            if row.role != "assistant":
+                return False  # answered already, or something else happened since
+            for call in row.tool_calls:
+                if call.name == "clarify":
+                    with contextlib.suppress(ValueError, AttributeError):
+                        options = json.loads(call.arguments or "{}").get("options") or []
+                        return option in [o.strip() for o in options if isinstance(o, str)]
+            return False
+        return False
 
     async def run_prompt(self, rec: AutomationRecord) -> str:
         """A prompt automation's model turn, in its own session without the automation toolset (so
@@ -192,4 +249,6 @@ class Gateway:
         text = OUTCOME_TEXT.get(rec.state, rec.state).format(
             by=rec.decided_by or "the owner", result=rec.result or "",
             reason=f" Reason: {rec.reason}" if rec.reason else "")
-        self.runtime.resume(rec.session_id, f"Approval {rec.id} for {rec.tool} {text}", f"approval-{rec.id}-{rec.state}")
+        # A helper's held call: its parent conversation follows up (the helper's turn has ended).
+        session_id = await self.services["subagents"].parent_session(rec.session_id) or rec.session_id
+        self.runtime.resume(session_id, f"Approval {rec.id} for {rec.tool} {text}", f"approval-{rec.id}-{rec.state}")

@@ -38,6 +38,8 @@ class LiveReply:
         self.dedupe = dedupe
         self.settings = settings
         self.text = ""  # the current model call's text so far
+        self.prefix = ""  # shown before the text (what a voice note said)
+        self._row: int | None = None  # the outbox row of the last part written
         self._shown = False  # the first message was written (enough text arrived)
         self._final: str | None = None
         self._written: list[tuple[str, bool]] = []  # per part: (text, partial) as last written
@@ -69,14 +71,15 @@ class LiveReply:
         final reply of a turn is the last call's text."""
         self.text = ""
 
-    async def finish(self, text: str | None) -> None:
-        """End the reply with `text` (formatted, not marked unfinished). With None (the turn ended by
-        asking a question) the text shown so far stays, marked finished. Waits for the throttle, so the
-        final write also respects the interval."""
+    async def finish(self, text: str | None) -> int | None:
+        """End the reply with `text` (formatted, not marked unfinished); returns the outbox row of its
+        last part (None if nothing was written). With None (the turn ended by asking a question) the
+        text shown so far stays, marked finished. Waits for the throttle, so the final write also
+        respects the interval."""
         if text is None:
-            if not self._written:
-                return
-            text = self.text or self._written[-1][0]
+            if not self._written or not self.text.strip():
+                return self._row  # what is on the screen stays as it is
+            text = self.text
         if not self._written:  # nothing on the screen yet: no reason to wait
             self._last_write = float("-inf")
             self._urgent.set()
@@ -85,6 +88,7 @@ class LiveReply:
         self._ensure_writer()
         assert self._writer is not None
         await self._writer
+        return self._row
 
     def _ensure_writer(self) -> None:
         if self._writer is None:
@@ -100,7 +104,7 @@ class LiveReply:
                     await asyncio.wait_for(self._urgent.wait(), wait)
             self._dirty.clear()
             final = self._final
-            if await self._write(final if final is not None else self.text, partial=final is None):
+            if await self._write(self.prefix + (final if final is not None else self.text), partial=final is None):
                 self._last_write = loop.time()
             if final is not None:
                 return
@@ -116,7 +120,7 @@ class LiveReply:
             if index < len(self._written) and self._written[index] == state:
                 continue
             key = self.dedupe if index == 0 else f"{self.dedupe}:{index + 1}"
-            await self.outbox.put(Outbound(origin=self.origin, text=state[0], partial=state[1]), key)
+            self._row = await self.outbox.put(Outbound(origin=self.origin, text=state[0], partial=state[1]), key)
             if index < len(self._written):
                 self._written[index] = state
             else:

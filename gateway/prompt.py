@@ -15,9 +15,10 @@ BASE = (
 )
 
 
-def system_prompt(now: datetime, surface: str, memory: str = "", instructions: str = "") -> ChatMessage:
-    """The system message. What stays the same from turn to turn comes first and the current time last,
-    so prompt caches keep the stable prefix (`stable_chars`)."""
+def system_prompt(now: datetime, surface: str, memory: str = "", instructions: str = "",
+                  skills: str = "") -> ChatMessage:
+    """The system message. What stays the same from turn to turn comes first; the skills matched to this
+    message and the current time come last, so prompt caches keep the stable prefix (`stable_chars`)."""
     parts = [BASE]
     if instructions:
         parts.append(instructions.strip())
@@ -25,4 +26,6 @@ def system_prompt(now: datetime, surface: str, memory: str = "", instructions: s
         parts.append(memory)
     stable = "\n\n".join(parts)
     volatile = f"Current time: {now:%A %Y-%m-%d %H:%M} ({now.tzinfo}). Chat surface: {surface}."
+    if skills:
+        volatile = f"{skills}\n\n{volatile}"
     return ChatMessage(role="system", content=f"{stable}\n\n{volatile}", stable_chars=len(stable))

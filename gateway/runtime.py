@@ -18,28 +18,35 @@ from typing import Any
 
 from gateway.access import Access
 from gateway.background import Background
+from gateway.compaction import Compactor
 from gateway.config import Config
 from gateway.context import TurnContext
 from gateway.history import HistoryWindows, to_chat
 from gateway.live import LiveReply
 from gateway.llm.types import ChatMessage, ModelClient, ModelCutOff, ModelUnavailable, ToolSchema
+from gateway.media import Media
 from gateway.outbox import OutboxService
 from gateway.prompt import system_prompt
 from gateway.selection import select_toolsets, tools_for
 from gateway.toolcalls import ToolCaller
+from store.audit import Audit
 from store.db import Store
 from store.inbound import InboundLog
 from store.messages import Messages
-from store.records import Inbound, MessageRecord, Origin, Outbound, SessionRecord
+from store.records import AuditEvent, Inbound, MessageRecord, Origin, Outbound, SessionRecord
 from store.sessions import Sessions, session_id_for
 from toolsets.base import Tool, Toolset
 from toolsets.loader import loader_tool
 from toolsets.memory import memory_prompt
+from toolsets.skills import skills_prompt
 
 log = logging.getLogger(__name__)
 
 RECENT_TURNS = 2  # toolsets used this many turns back stay selected (follow-ups like "yes, send it")
-CommandHandler = Callable[[Inbound, SessionRecord], Awaitable[str | None]]
+CommandHandler = Callable[[Inbound, SessionRecord], Awaitable[str | Outbound | None]]
+
+
+MODEL_ERROR = "model.error"  # the audit action of a model call that failed after retries
 
 
 class Runtime:
@@ -57,11 +64,13 @@ class Runtime:
         self.sessions = Sessions(store)
         self.messages = Messages(store)
         self.windows = HistoryWindows(self.messages, config.runtime.context_budget)
+        self.compactor = Compactor(self.messages, self.windows, model)
         self.inbound_log = InboundLog(store)
+        self.media = Media(config, services.get("artifacts"), services.get("speech"))
         self._lanes: dict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._turns = Background()
         self._tool_toolset = {t.name: ts.name for ts in toolsets for t in ts.tools}
-        self._schemas: dict[str, ToolSchema] = {}
+        self._schemas: dict[str, tuple[Tool, ToolSchema]] = {}
         self.accepting = True
         self._submitted: set[int] = set()  # queue ids with a turn in this process (never run one twice)
 
@@ -127,17 +136,28 @@ class Runtime:
         session = await self.sessions.get_or_create(sid, inbound.origin, inbound.user_key)
         if inbound.text.startswith("/") and self.commands is not None:
             answer = await self.commands(inbound, session)
+            if isinstance(answer, Outbound):
+                await self.outbox.enqueue(answer, f"{turn_id}:command")
+                return
             if answer is not None:
                 await self.reply(inbound.origin, answer, f"{turn_id}:command")
                 return
-        user_text = _with_attachments(inbound)
         surface = self.outbox.surfaces.get(inbound.surface)
         progress = surface.progress(inbound.origin, inbound.platform_message_id) if surface else contextlib.nullcontext()
         live = self._live(inbound.origin, f"{turn_id}:reply")
         async with progress:
-            text = await self.model_turn(session, turn_id, user_text=user_text,
+            prepared = await self.media.prepare(inbound, session.id, session.user_key, turn_id)
+            for index, notice in enumerate(prepared.notices):
+                await self.reply(inbound.origin, notice, f"{turn_id}:media:{index}")
+            if prepared.empty:
+                return
+            if live is not None:
+                live.prefix = prepared.heard
+            text = await self.model_turn(session, turn_id, user_text=prepared.text, images=prepared.images,
                                          has_attachments=bool(inbound.attachments), live=live)
-        await self._answer(inbound.origin, text, f"{turn_id}:reply", live)
+        outbox_id = await self._answer(inbound.origin, text, f"{turn_id}:reply", live, prepared.heard)
+        if outbox_id is not None:
+            self._compact_after(session, outbox_id)
 
     async def _follow_up(self, session_id: str, event: str, dedupe: str) -> None:
         async with self._lanes[session_id]:
@@ -146,19 +166,28 @@ class Runtime:
                 return
             live = self._live(session.origin, f"{dedupe}:reply")
             text = await self.model_turn(session, dedupe, event=event, live=live)
-            await self._answer(session.origin, text, f"{dedupe}:reply", live)
+            outbox_id = await self._answer(session.origin, text, f"{dedupe}:reply", live)
+            if outbox_id is not None:
+                self._compact_after(session, outbox_id)
+
+    def _compact_after(self, session: SessionRecord, outbox_id: int) -> None:
+        """Summarise what left the window once the reply is delivered (off the reply's critical path)."""
+        self._turns.spawn(self.compactor.after_reply(session, self.outbox.delivered(outbox_id)))
 
     async def reply(self, origin: Origin, text: str, dedupe: str) -> int:
         return await self.outbox.enqueue(Outbound(origin=origin, text=text), dedupe)
 
-    async def _answer(self, origin: Origin, text: str | None, dedupe: str, live: LiveReply | None) -> None:
-        """Deliver a turn's final text. Written with `put`, not `enqueue`: a turn re-run after a crash
-        (at start-up, before the surfaces stream) finds the row its first run streamed into, and its
-        final text becomes an edit of that message instead of being dropped as a duplicate."""
+    async def _answer(self, origin: Origin, text: str | None, dedupe: str, live: LiveReply | None,
+                      heard: str = "") -> int | None:
+        """Deliver a turn's final text (after `heard`, what a voice note said); returns its outbox row.
+        Written with `put`, not `enqueue`: a turn re-run after a crash (at start-up, before the surfaces
+        stream) finds the row its first run streamed into, and its final text becomes an edit of that
+        message instead of being dropped as a duplicate."""
         if live is not None:
-            await live.finish(text)
-        elif text:
-            await self.outbox.put(Outbound(origin=origin, text=text), dedupe)
+            return await live.finish(text)
+        if text:
+            return await self.outbox.put(Outbound(origin=origin, text=heard + text), dedupe)
+        return None
 
     def _live(self, origin: Origin, dedupe: str) -> LiveReply | None:
         """A live reply when streaming is on and the surface can show one in this chat."""
@@ -171,40 +200,61 @@ class Runtime:
     # -- the model loop ---------------------------------------------------------------------------
 
     def available(self, exclude: set[str] = frozenset()) -> list[Toolset]:
-        """Toolsets that exist right now: connector toolsets only when their connector is configured."""
-        return [ts for ts in self.toolsets if ts.name not in exclude and (ts.requires is None or ts.requires in self.services)]
+        """Toolsets that exist right now: connector toolsets only when their connector is configured, and
+        each without the tools whose service is missing (web_search without a search backend)."""
+        present = (ts.present(self.services) for ts in self.toolsets if ts.name not in exclude)
+        return [ts for ts in present if ts is not None]
+
+    async def offered(self, user_key: str, exclude: set[str] = frozenset()) -> list[Toolset]:
+        """The available toolsets this user's turns may use: all for an owner, the shared ones for a guest."""
+        return self.access.toolsets_for(await self.access.role_of(user_key), self.available(exclude))
 
     async def model_turn(self, session: SessionRecord, turn_id: str, *, user_text: str | None = None,
                          event: str | None = None, has_attachments: bool = False,
-                         exclude: set[str] = frozenset(), live: LiveReply | None = None) -> str | None:
+                         exclude: set[str] = frozenset(), images: list[dict[str, Any]] | None = None,
+                         only: list[Toolset] | None = None, max_rounds: int | None = None,
+                         with_memory: bool = True, live: LiveReply | None = None) -> str | None:
         """Run the model on the session until it answers. Returns the final text (None when the turn
-        ended by asking the user a question). With `live`, each model call streams into it."""
+        ended by asking the user a question). With `live`, each model call streams into it.
+
+        `only` gives the turn exactly these toolsets, all loaded (a subagent's, already limited to what
+        its user may use); `with_memory=False` leaves the user's memory out of the system prompt."""
+        role = await self.access.role_of(session.user_key)
+        if role is None:  # revoked since the turn was queued (a follow-up, an automation): nothing runs
+            log.info("turn_refused session=%s reason=no_access", session.id)
+            return None
         rows = await self.windows.load(session.id, session.epoch)
         already = any(m.turn_id == turn_id for m in rows)  # a re-run after a crash: continue, don't repeat
         if not already:
             new = MessageRecord(session_id=session.id, epoch=session.epoch, turn_id=turn_id,
                                 role="user" if user_text is not None else "event",
-                                content=user_text if user_text is not None else (event or ""), user_key=session.user_key)
+                                content=user_text if user_text is not None else (event or ""), user_key=session.user_key,
+                                meta={"images": images} if images else {})
             await self.messages.add(new)
             rows.append(new)
         if self.model is None:
             return (f"No model is configured yet. Set [model] base_url and model in {self.config.source} "
                     f"(and put the API key in ${self.config.model.api_key_env}); slash commands work meanwhile: /help")
-        available = self.available(exclude)
+        available = self.access.toolsets_for(role, self.available(exclude) if only is None else only)
+        pins = session.pinned_toolsets if only is None else [ts.name for ts in available]
         selection = select_toolsets(user_text or event or "", has_attachments=has_attachments,
-                                    recent=self._recent_toolsets(rows, turn_id), pins=session.pinned_toolsets,
-                                    available=available)
+                                    recent=self._recent_toolsets(rows, turn_id), pins=pins, available=available)
         if selection.model_dump() != session.last_selection:  # usually unchanged: skip the write
             await self.sessions.update(session.id, last_selection=selection.model_dump())
         ctx = TurnContext(store=self.store, user_key=session.user_key, session_id=session.id, origin=session.origin,
                           tz=self.config.tz, turn_id=turn_id, services=self.services, enqueue=self.outbox.enqueue,
                           available={ts.name: ts for ts in available}, loaded=set(selection.names),
-                          has_buttons=self._has_buttons(session.surface))
-        memory = await memory_prompt(self.store, session.user_key, self.config.runtime.memory_max_chars)
-        convo = [system_prompt(ctx.now(), session.surface, memory, self.config.runtime.instructions)]
+                          has_buttons=self._has_buttons(session.surface), guest=role == "guest",
+                          external_sources=_external_read(rows, turn_id))
+        memory = await memory_prompt(self.store, session.user_key, self.config.runtime.memory_max_chars) \
+            if with_memory else ""
+        skills = await skills_prompt(self.services.get("skills"), user_text or event or "") \
+            if "skills" in ctx.available else ""
+        convo = [system_prompt(ctx.now(), session.surface, memory, self.config.runtime.instructions, skills)]
         convo += self.windows.view(session.id, rows)
         loader = loader_tool(available)
-        for _ in range(self.config.runtime.max_tool_rounds):
+        rounds = max_rounds or self.config.runtime.max_tool_rounds
+        for _ in range(rounds):
             tools = tools_for(sorted(ctx.loaded), available, loader)
             if live is not None:
                 live.new_call()
@@ -213,6 +263,10 @@ class Runtime:
                                                   on_text=live.add if live is not None else None)
             except ModelUnavailable as exc:
                 log.warning("model_unavailable session=%s cut=%s", session.id, live is not None and live.started)
+                # Recorded so the dashboard's health page can count model errors; the message names
+                # the URL and the cause, never a key.
+                await Audit(self.store).add(AuditEvent(actor="anyy", action=MODEL_ERROR, session_id=session.id,
+                                                       detail={"error": str(exc)[:300]}))
                 if live is not None and live.text.strip():
                     # Part of the answer is on the screen: say plainly that it is not the whole answer.
                     note = str(exc) if isinstance(exc, ModelCutOff) else f"the reply was cut off: {exc}"
@@ -226,9 +280,10 @@ class Runtime:
             if not reply.tool_calls:
                 return reply.text
             await self._run_calls(ctx, session, reply.tool_calls, loader, convo)
+            await self._show_images(ctx, session, convo)
             if ctx.ended:
                 return None
-        return (f"I stopped after {self.config.runtime.max_tool_rounds} rounds of tool calls without finishing. "
+        return (f"I stopped after {rounds} rounds of tool calls without finishing. "
                 "Tell me how to continue, or narrow the request.")
 
     async def _run_calls(self, ctx: TurnContext, session: SessionRecord, calls: list[Any], loader: Tool,
@@ -238,22 +293,39 @@ class Runtime:
             visible = {t.name: t for name in ctx.loaded for t in ctx.available[name].tools}
             visible[loader.name] = loader
             outcome = await self.caller.run(ctx, call, visible)
+            # The row remembers what outside content the turn had read by now, so a turn re-run after a
+            # crash still holds steering writes (see _external_read).
+            meta = {**outcome.meta, "external": list(ctx.external_sources)} if ctx.external_sources else outcome.meta
             result = MessageRecord(session_id=session.id, epoch=session.epoch, turn_id=ctx.turn_id, role="tool",
                                    content=outcome.stored, tool_call_id=call.id, tool_name=call.name,
-                                   user_key=session.user_key, meta=outcome.meta)
+                                   user_key=session.user_key, meta=meta)
             await self.messages.add(result)
             convo.append(ChatMessage(role="tool", content=outcome.visible, tool_call_id=call.id, name=call.name))
+
+    async def _show_images(self, ctx: TurnContext, session: SessionRecord, convo: list[ChatMessage]) -> None:
+        """Images a tool asked to show (artifact_inspect) follow the tool results as a stored event, which
+        both wire formats accept there."""
+        if not ctx.images:
+            return
+        names = ", ".join(f"{p['name']} (artifact {p['artifact']})" for p in ctx.images)
+        event = MessageRecord(session_id=session.id, epoch=session.epoch, turn_id=ctx.turn_id, role="event",
+                              content=f"The image(s) you asked to see: {names}", user_key=session.user_key,
+                              meta={"images": ctx.images})
+        ctx.images = []
+        await self.messages.add(event)
+        convo.append(to_chat(event))
 
     def _has_buttons(self, surface_name: str) -> bool:
         surface = self.outbox.surfaces.get(surface_name)
         return surface is not None and surface.has_buttons
 
     def _schema(self, tool: Tool) -> ToolSchema:
-        """Tool schemas are immutable: build each provider-neutral schema object once."""
+        """A tool's schema never changes: build each provider-neutral schema object once per tool (an
+        MCP server whose tool list changes brings new Tool objects)."""
         cached = self._schemas.get(tool.name)
-        if cached is None or cached.description != tool.description:
-            cached = self._schemas[tool.name] = ToolSchema(**tool.schema())
-        return cached
+        if cached is None or cached[0] is not tool:
+            cached = self._schemas[tool.name] = (tool, ToolSchema(**tool.schema()))
+        return cached[1]
 
     def _recent_toolsets(self, rows: list[MessageRecord], current_turn: str) -> list[str]:
         """Toolsets whose tools were called in the session's last RECENT_TURNS turns before this one."""
@@ -269,10 +341,11 @@ class Runtime:
         return sorted(used)
 
 
-def _with_attachments(inbound: Inbound) -> str:
-    if not inbound.attachments:
-        return inbound.text
-    lines = [f"- {a.name} ({a.mime_type}, {a.size} bytes) " + (f"saved at {a.path}" if a.path else "not downloaded")
-             for a in inbound.attachments]
-    return (inbound.text + "\n\n" if inbound.text else "") + "[attachments]\n" + "\n".join(lines)
+def _external_read(rows: list[MessageRecord], turn_id: str) -> list[str]:
+    """The external sources this turn had read before (its stored tool rows, when it is a re-run)."""
+    sources: list[str] = []
+    for m in rows:
+        if m.turn_id == turn_id and m.role == "tool":
+            sources += [s for s in m.meta.get("external", []) if s not in sources]
+    return sources
 

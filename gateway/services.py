@@ -6,14 +6,29 @@ appear for the model (toolsets name the service they require).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from connectors.calendar import CalendarClient, CalendarSettings
 from connectors.email import EmailClient, EmailSettings
-from gateway.config import CalendarConfig, Config, EmailConfig, secret
+from connectors.processes import Settings
+from connectors.shellrules import Rule
+from connectors.skills import SkillLibrary
+from connectors.speech import EspeakEngine, OpenAISpeechEngine, SpeechEngine, Transcriber
+from connectors.web import Guard, HostRules, SearchError, WebFetcher, search_backend
+from connectors.workspace import Workspace
+from gateway.config import CalendarConfig, Config, EmailConfig, WebConfig, secret
 from gateway.scheduler import AutomationService
+from gateway.subagents import SubagentService
+from store.artifacts import Artifacts
+from store.db import Store
+from toolsets.jobs import Terminal
 from toolsets.memory import MemoryLimits
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from gateway.app import Gateway
@@ -49,6 +64,18 @@ def calendar_client(cfg: CalendarConfig) -> CalendarClient:
                                            default_calendar=cfg.default_calendar, timeout=cfg.timeout_s))
 
 
+def web_services(cfg: WebConfig) -> dict[str, Any]:
+    """The fetcher ("web", always: the public web needs no configuration) and the search backend
+    ("web_search", only when one is configured; without it the web_search tool is absent)."""
+    guard = Guard(HostRules(cfg.allowed_hosts, cfg.denied_hosts), allow_private=cfg.allow_private_urls)
+    out: dict[str, Any] = {"web": WebFetcher(guard, max_bytes=cfg.max_bytes, timeout_s=cfg.timeout_s)}
+    backend = search_backend(cfg.search, searxng_url=cfg.searxng_url, api_key=secret(cfg.key_env) if cfg.key_env else None,
+                             key_env=cfg.key_env, timeout_s=cfg.timeout_s)
+    if backend is not None:
+        out["web_search"] = backend
+    return out
+
+
 def connectors(config: Config) -> dict[str, Any]:
     """The configured connectors by service name. Building one opens no connection."""
     out: dict[str, Any] = {}
@@ -59,11 +86,81 @@ def connectors(config: Config) -> dict[str, Any]:
     return out
 
 
+def workspace(config: Config) -> Workspace:
+    return Workspace(config.workspace_root, [Path(p) for p in config.workspace.write_roots])
+
+
+def terminal(config: Config, store: Store) -> Terminal:
+    """The terminal service: commands run in the workspace with every configured secret scrubbed from
+    their environment; under bwrap they cannot see the data directory (the store holds every chat)."""
+    ws = workspace(config)
+    cfg = config.terminal
+    data = config.store_path.parent
+    settings = Settings(workspace=ws.root.resolve(), writable=tuple(ws.roots()), hidden=(data, config.data_dir),
+                        secret_names=frozenset(config.secret_env_names()), sandbox=cfg.sandbox == "bwrap",
+                        network=cfg.network)
+    return Terminal(store=store, settings=settings, logs_dir=data / "processes", timeout_s=cfg.timeout_s,
+                    rules=tuple(Rule(r.program, r.subcommand) for r in cfg.allowlist), home=str(Path.home()))
+
+
+@dataclass(frozen=True)
+class VisionLimits:
+    """Present as the "vision" service when the model sees images: how far to downscale them."""
+
+    max_side: int
+    max_bytes: int
+
+
+def speech_engine(config: Config) -> SpeechEngine | None:
+    """The configured text-to-speech engine, or None (then the tts toolset is absent)."""
+    cfg = config.tts
+    if cfg.engine == "espeak-ng":
+        missing = EspeakEngine.missing_programs()
+        if missing:
+            log.warning("tts_unavailable engine=espeak-ng missing=%s", ",".join(missing))
+            return None
+        return EspeakEngine(cfg.voice, cfg.timeout_s)
+    if cfg.engine == "openai":
+        if not cfg.url:
+            log.warning("tts_unavailable engine=openai reason=no_url")
+            return None
+        return OpenAISpeechEngine(cfg.url, cfg.model, cfg.voice, secret(config.speech.api_key_env), cfg.timeout_s)
+    return None
+
+
+def media_services(config: Config, store: Store) -> dict[str, Any]:
+    """Artifacts (always), the transcriber and the speech engine (when configured)."""
+    cfg = config.artifacts
+    out: dict[str, Any] = {"artifacts": Artifacts(store, config.store_path.parent / "artifacts",
+                                                  max_file_bytes=int(cfg.max_file_mb * 1024 * 1024),
+                                                  max_daily_bytes=int(cfg.max_daily_mb * 1024 * 1024))}
+    speech = config.speech
+    if speech.transcribe_url:
+        out["speech"] = Transcriber(speech.transcribe_url, speech.transcribe_model, secret(speech.api_key_env),
+                                    speech.timeout_s)
+    engine = speech_engine(config)
+    if engine is not None:
+        out["tts"] = engine
+    if config.model.vision:
+        out["vision"] = VisionLimits(max_side=config.model.image_max_side, max_bytes=config.model.image_max_kb * 1024)
+    return out
+
+
 async def build_services(gateway: "Gateway") -> dict[str, Any]:
-    services: dict[str, Any] = {"surfaces": SurfaceStatus(gateway), **connectors(gateway.config),
-                                "memory": MemoryLimits(max_chars=gateway.config.runtime.memory_max_chars)}
-    services["automations"] = AutomationService(gateway.store, gateway.config.tz, gateway.outbox.enqueue,
-                                                gateway.run_prompt)
+    config = gateway.config
+    services: dict[str, Any] = {"surfaces": SurfaceStatus(gateway), **connectors(config), **web_services(config.web),
+                                **media_services(config, gateway.store),
+                                "memory": MemoryLimits(max_chars=config.runtime.memory_max_chars),
+                                "workspace": workspace(config)}
+    services["automations"] = AutomationService(gateway.store, config.tz, gateway.outbox.enqueue,
+                                                gateway.run_prompt, may_run=gateway.access.allowed_key)
+    services["skills"] = SkillLibrary(config.data_dir / "skills", [Path(r).expanduser() for r in config.skills.roots])
+    services["subagents"] = SubagentService(gateway, config.subagents)
+    if config.terminal.enabled:
+        term = terminal(config, gateway.store)
+        if gateway.resident:  # only the resident process may declare another's processes lost
+            await term.recover()
+        services["terminal"] = term
     return services
 
 
@@ -85,4 +182,25 @@ async def connector_checks(config: Config) -> list[tuple[str, str, str]]:
             lines.append(("✗", name, str(exc)))
         finally:
             await client.aclose()
+    lines.append(await web_check(config.web))
     return lines
+
+
+async def web_check(cfg: WebConfig) -> tuple[str, str, str]:
+    """`anyy doctor`'s web line: what fetches may reach, and whether the search backend answers."""
+    reach = "private network allowed" if cfg.allow_private_urls else "public web only"
+    if cfg.allowed_hosts:
+        reach += f", only {len(cfg.allowed_hosts)} allowed host pattern(s)"
+    services = web_services(cfg)
+    try:
+        backend = services.get("web_search")
+        if backend is None:
+            return ("✓", "web", f"fetch: {reach}; search: none configured ([web] search)")
+        try:
+            results = await backend.search("anyy doctor", 1)
+        except SearchError as exc:
+            return ("✗", "web", f"fetch: {reach}; search ({cfg.search}): {exc}")
+        return ("✓", "web", f"fetch: {reach}; search ({cfg.search}): answering ({len(results)} result(s))")
+    finally:
+        for service in services.values():
+            await service.aclose()

@@ -204,7 +204,115 @@ def m002_fts_conversation_only(db: Database) -> None:
 
 
 @MIGRATIONS()
-def m003_outbox_revision(db: Database) -> None:
+def m003_subagent_jobs(db: Database) -> None:
+    """Child turns of delegate_task / background_job: durable, so a crash is reported, never re-run."""
+    db.executescript(
+        """
+        CREATE TABLE subagent_jobs (
+            id TEXT PRIMARY KEY,
+            parent_session_id TEXT NOT NULL,
+            child_session_id TEXT NOT NULL UNIQUE,
+            user_key TEXT NOT NULL,
+            origin TEXT NOT NULL,           -- JSON Origin: where the parent's chat is
+            task TEXT NOT NULL,
+            toolsets TEXT NOT NULL,         -- JSON list of the toolsets the child may use
+            depth INTEGER NOT NULL,
+            mode TEXT NOT NULL,             -- sync | background
+            state TEXT NOT NULL,            -- running | succeeded | failed | cancelled | interrupted
+            summary TEXT,
+            owner_pid INTEGER NOT NULL,
+            created_at TEXT NOT NULL,
+            finished_at TEXT
+        );
+        CREATE INDEX subagent_jobs_parent ON subagent_jobs (parent_session_id, created_at);
+        CREATE INDEX subagent_jobs_running ON subagent_jobs (user_key, state);
+        """
+    )
+
+
+@MIGRATIONS()
+def m003_host_tools(db: Database) -> None:
+    """What the file and terminal toolsets remember: which file versions a session has read (a write
+    must not overwrite what it has not seen), and the background processes Anyy started."""
+    db.executescript(
+        """
+        CREATE TABLE file_reads (
+            session_id TEXT NOT NULL,
+            path TEXT NOT NULL,             -- resolved absolute path
+            sha256 TEXT NOT NULL,           -- of the whole file when it was read
+            read_at TEXT NOT NULL,
+            PRIMARY KEY (session_id, path)
+        );
+        CREATE TABLE processes (
+            id TEXT PRIMARY KEY,
+            session_id TEXT NOT NULL,
+            user_key TEXT NOT NULL,
+            command TEXT NOT NULL,
+            cwd TEXT NOT NULL,
+            pid INTEGER,
+            state TEXT NOT NULL,            -- running | exited | killed | stopped | lost
+            exit_code INTEGER,
+            log_path TEXT NOT NULL,
+            started_at TEXT NOT NULL,
+            finished_at TEXT
+        );
+        CREATE INDEX processes_session ON processes (session_id, started_at);
+        """
+    )
+
+
+@MIGRATIONS()
+def m003_artifacts(db: Database) -> None:
+    db.executescript(
+        """
+        CREATE TABLE artifacts (
+            id TEXT PRIMARY KEY,
+            session_id TEXT NOT NULL,
+            user_key TEXT NOT NULL,
+            name TEXT NOT NULL,
+            type TEXT NOT NULL,             -- MIME type
+            size INTEGER NOT NULL,
+            path TEXT NOT NULL,             -- under <data dir>/artifacts, mode 0600
+            sha256 TEXT NOT NULL,
+            pinned INTEGER NOT NULL DEFAULT 0,  -- pinned ones outlive [artifacts] retention_days
+            origin TEXT NOT NULL,           -- received | produced
+            source_key TEXT UNIQUE,         -- the turn and attachment it came from (re-runs find it)
+            meta TEXT,                      -- JSON: transcript, image size, ...
+            created_at TEXT NOT NULL
+        );
+        CREATE INDEX artifacts_session ON artifacts(session_id, created_at);
+        CREATE INDEX artifacts_user ON artifacts(user_key, created_at);
+        CREATE INDEX artifacts_retention ON artifacts(pinned, created_at);
+        """
+    )
+
+
+@MIGRATIONS()
+def m010_summaries_searchable(db: Database) -> None:
+    """Context-compaction summaries are searchable like conversation text (session_search finds what was
+    summarised). Rebuilds the FTS triggers of m002 with the 'summary' role added."""
+    roles = "('user', 'assistant', 'summary')"
+    db.executescript(
+        f"""
+        DROP TRIGGER messages_ai;
+        DROP TRIGGER messages_ad;
+        DROP TRIGGER messages_au;
+        CREATE TRIGGER messages_ai AFTER INSERT ON messages WHEN new.role IN {roles} BEGIN
+            INSERT INTO messages_fts (rowid, content) VALUES (new.rowid, new.content);
+        END;
+        CREATE TRIGGER messages_ad AFTER DELETE ON messages WHEN old.role IN {roles} BEGIN
+            INSERT INTO messages_fts (messages_fts, rowid, content) VALUES ('delete', old.rowid, old.content);
+        END;
+        CREATE TRIGGER messages_au AFTER UPDATE ON messages WHEN old.role IN {roles} BEGIN
+            INSERT INTO messages_fts (messages_fts, rowid, content) VALUES ('delete', old.rowid, old.content);
+            INSERT INTO messages_fts (rowid, content) SELECT new.rowid, new.content WHERE new.role IN {roles};
+        END;
+        """
+    )
+
+
+@MIGRATIONS()
+def m011_outbox_revision(db: Database) -> None:
     """A streamed reply rewrites its outbox row as the text grows; the revision tells the dispatcher
     whether the text it delivered is still the row's latest."""
     db.execute("ALTER TABLE outbox ADD COLUMN revision INTEGER NOT NULL DEFAULT 0")

@@ -11,17 +11,18 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Container
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
 from typing import Any, Protocol, get_type_hints
 from zoneinfo import ZoneInfo
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+import jsonschema
+from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
 from store.db import Store
-from store.records import Origin
+from store.records import Attachment, Origin
 
 
 class Risk(StrEnum):
@@ -67,6 +68,21 @@ class Descriptor(BaseModel):
     # the turn has read external content, a call is held for the owner's approval.
     steering: bool = False
 
+    def for_call(self, requested: ExecutionPolicy) -> "Descriptor":
+        """This descriptor for one call whose arguments asked for `requested` (a tool's call policy,
+        see `Tool.call_policy`). A call may always be made stricter. The one loosening is
+        `confirm`/`change_plan` -> `audit`, for a call its tool classified as having no effect to approve
+        (an allowlisted `ls`, a skills reload): it then runs at once, recorded, with no approval of any
+        kind. `force_change_plan` and `approval = always` never loosen."""
+        order = list(ExecutionPolicy)
+        if order.index(requested) > order.index(self.execution):
+            return self.model_copy(update={"execution": requested})
+        loosenable = self.execution in (ExecutionPolicy.CONFIRM, ExecutionPolicy.CHANGE_PLAN) \
+            and self.approval is not ApprovalPolicy.ALWAYS
+        if loosenable and requested is ExecutionPolicy.AUDIT:
+            return self.model_copy(update={"execution": ExecutionPolicy.AUDIT, "approval": ApprovalPolicy.NONE})
+        return self
+
 
 class ToolError(Exception):
     """A failure the model should read and can recover from (bad input found by the handler, a
@@ -103,9 +119,14 @@ class ToolContext(Protocol):
         or None when it is not configured."""
         ...
 
-    async def send(self, text: str, origin: Origin | None = None) -> int:
+    async def send(self, text: str, origin: Origin | None = None, attachment: Attachment | None = None) -> int:
         """Queue a message to the current origin (or `origin`, which must belong to the current user);
-        returns the outbox id."""
+        returns the outbox id. With `attachment` (a file under the data directory) `text` is its caption."""
+        ...
+
+    def show_image(self, part: dict[str, Any]) -> None:
+        """Show the model an image after this tool round (`part` as `gateway.media.image_part` makes it);
+        only for a vision model (the "vision" service exists)."""
         ...
 
     async def ask(self, question: str, options: list[str]) -> int:
@@ -126,6 +147,7 @@ class ToolContext(Protocol):
 
 Handler = Callable[..., Awaitable[Any]]
 PreviewFn = Callable[[ToolContext, BaseModel], Awaitable[Preview]]
+CallPolicyFn = Callable[[ToolContext, BaseModel], ExecutionPolicy]
 
 
 @dataclass
@@ -139,26 +161,51 @@ class Tool:
     handler: Handler
     descriptor: Descriptor
     previewer: PreviewFn | None = None
+    requires: str | None = None  # a service without which this one tool is absent (its toolset stays)
+    call_policy_fn: CallPolicyFn | None = None
+    # A JSON schema given as is (an MCP server's `inputSchema`), sent instead of the args model's; the
+    # args model is then `json_schema_args(parameters)`, which validates against it.
+    parameters: dict[str, Any] | None = None
     _schema: dict[str, Any] | None = field(default=None, repr=False)
 
     def schema(self) -> dict[str, Any]:
         """The provider-neutral schema: name, description, JSON-schema parameters. Built once: it is
         sent with every model request, and the same bytes every time keep prompt caches warm."""
         if self._schema is None:
-            params = self.args_model.model_json_schema()
-            params.pop("title", None)
-            for prop in params.get("properties", {}).values():
-                prop.pop("title", None)
+            if self.parameters is not None:
+                params = self.parameters
+            else:
+                params = self.args_model.model_json_schema()
+                params.pop("title", None)
+                for prop in params.get("properties", {}).values():
+                    prop.pop("title", None)
             self._schema = {"name": self.name, "description": self.description, "parameters": params}
         return self._schema
 
     async def call(self, ctx: ToolContext, args: BaseModel) -> Any:
-        return await self.handler(ctx, **{k: getattr(args, k) for k in type(args).model_fields})
+        # Fields of a typed args model, plus the free-form keys of a `json_schema_args` model.
+        fields = {k: getattr(args, k) for k in type(args).model_fields}
+        return await self.handler(ctx, **fields, **(args.model_extra or {}))
 
     def preview(self, fn: PreviewFn) -> PreviewFn:
         """Decorator: register the approval preview for this tool."""
         self.previewer = fn
         return fn
+
+    def call_policy(self, fn: CallPolicyFn) -> CallPolicyFn:
+        """Decorator: register a function of the validated arguments that returns the execution policy
+        this one call needs (`bash` classifies its command: an allowlisted `ls` is `audit`, `rm -rf ~`
+        is `force_change_plan`). It is applied by `Descriptor.for_call`, so it can tighten the
+        descriptor, and loosen it only from `change_plan` to `audit`; governance overrides still
+        tighten the result."""
+        self.call_policy_fn = fn
+        return fn
+
+    def descriptor_for(self, ctx: ToolContext, args: BaseModel) -> Descriptor:
+        """The descriptor that governs this call (the declared one when there is no call policy)."""
+        if self.call_policy_fn is None:
+            return self.descriptor
+        return self.descriptor.for_call(self.call_policy_fn(ctx, args))
 
 
 @dataclass
@@ -187,18 +234,28 @@ class Toolset:
         visible_chars: int = 4000,
         stored_chars: int = 200_000,
         steering: bool = False,
+        requires: str | None = None,
     ) -> Callable[[Handler], Tool]:
-        """Decorator: turn `async def name(ctx, ...)` into a `Tool` of this toolset."""
+        """Decorator: turn `async def name(ctx, ...)` into a `Tool` of this toolset. `requires` names a
+        service without which this tool is absent while the rest of the toolset exists."""
 
         def wrap(fn: Handler) -> Tool:
             descriptor = Descriptor(risk=risk, approval=approval, execution=execution, steering=steering,
                                     output_budget=OutputBudget(visible_chars=visible_chars, stored_chars=stored_chars))
             t = Tool(name=fn.__name__, toolset=self.name, description=_summary(fn), args_model=args_model_for(fn),
-                     handler=fn, descriptor=descriptor)
+                     handler=fn, descriptor=descriptor, requires=requires)
             self.tools.append(t)
             return t
 
         return wrap
+
+    def present(self, services: Container[str]) -> Toolset | None:
+        """This toolset as it exists with these services: None without the service it requires, and
+        without the tools whose own requirement is missing (itself when nothing is missing)."""
+        if self.requires is not None and self.requires not in services:
+            return None
+        tools = [t for t in self.tools if t.requires is None or t.requires in services]
+        return self if len(tools) == len(self.tools) else replace(self, tools=tools)
 
 
 def _summary(fn: Callable[..., Any]) -> str:
@@ -239,3 +296,25 @@ def args_model_for(fn: Callable[..., Any]) -> type[BaseModel]:
         fields[pname] = (hints.get(pname, Any), Field(default, description=docs.get(pname)))
     name = "".join(p.title() for p in fn.__name__.split("_")) + "Args"
     return create_model(name, __config__=ConfigDict(extra="forbid"), **fields)
+
+
+def json_schema_args(schema: dict[str, Any]) -> type[BaseModel]:
+    """An args model for a tool that brings its own JSON schema: any JSON object that `schema` accepts
+    (checked with `jsonschema`; a violation is a pydantic ValidationError, as for typed tools)."""
+    validator_cls = jsonschema.validators.validator_for(schema)
+    validator_cls.check_schema(schema)  # a broken schema is the server's error, found when listing
+    validator = validator_cls(schema)
+
+    class JsonSchemaArgs(BaseModel):
+        model_config = ConfigDict(extra="allow")
+
+        @model_validator(mode="before")
+        @classmethod
+        def _check(cls, data: Any) -> Any:
+            error = jsonschema.exceptions.best_match(validator.iter_errors(data))
+            if error is not None:
+                where = "/".join(str(p) for p in error.absolute_path)
+                raise ValueError(f"{where + ': ' if where else ''}{error.message}")
+            return data
+
+    return JsonSchemaArgs

@@ -43,12 +43,16 @@ class ConsoleSurface(Surface):
 
     async def deliver(self, item: OutboxItem, edit_platform_id: str | None) -> str | None:
         out = item.outbound
+        body = out.text
+        if out.attachment is not None:  # a terminal cannot play it: say where it is
+            saved = f"[{out.attachment.name} saved at {out.attachment.path}]"
+            body = f"{body}\n{saved}" if body.strip() else saved
         end = "" if out.partial else "\n"
         printed = self._printed.pop(edit_platform_id, None) if edit_platform_id is not None else None
-        if printed is not None and out.text.startswith(printed):
-            platform_id, text = edit_platform_id, out.text[len(printed):] + end  # the streamed reply goes on
+        if printed is not None and body.startswith(printed):
+            platform_id, text = edit_platform_id, body[len(printed):] + end  # the streamed reply goes on
         else:
-            platform_id, text = str(next(self._ids)), out.text + end
+            platform_id, text = str(next(self._ids)), body + end
             if printed is not None:  # the text changed rather than grew: start a fresh line
                 text = "\n" + text
             if edit_platform_id is not None and printed is None:
@@ -56,7 +60,7 @@ class ConsoleSurface(Surface):
             if self.out.isatty():
                 text = "anyy> " + text
         if out.partial:
-            self._printed[platform_id] = out.text
+            self._printed[platform_id] = body
         self.out.write(text)
         self.out.flush()
         return platform_id
