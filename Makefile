@@ -25,6 +25,7 @@ bench: $(STAMP)  ## the benchmarks in bench/, figures recorded in docs/benchmark
 	$(BIN)/python bench/turn_overhead.py
 	$(BIN)/python bench/selection.py
 	$(BIN)/python bench/automations.py
+	$(BIN)/python bench/streaming.py
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache

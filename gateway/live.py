@@ -90,6 +90,11 @@ class LiveReply:
         await self._writer
         return self._row
 
+    def abandon(self) -> None:
+        """The turn failed: stop writing (the message keeps what it shows; the failure is reported apart)."""
+        if self._writer is not None and not self._writer.done():
+            self._writer.cancel()
+
     def _ensure_writer(self) -> None:
         if self._writer is None:
             self._writer = asyncio.create_task(self._write_loop(), name=f"live-reply:{self.dedupe}")

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import logging
 from collections import defaultdict
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from gateway.access import Access
@@ -145,7 +145,7 @@ class Runtime:
         surface = self.outbox.surfaces.get(inbound.surface)
         progress = surface.progress(inbound.origin, inbound.platform_message_id) if surface else contextlib.nullcontext()
         live = self._live(inbound.origin, f"{turn_id}:reply")
-        async with progress:
+        async with progress, _abandoned_on_error(live):
             prepared = await self.media.prepare(inbound, session.id, session.user_key, turn_id)
             for index, notice in enumerate(prepared.notices):
                 await self.reply(inbound.origin, notice, f"{turn_id}:media:{index}")
@@ -165,7 +165,8 @@ class Runtime:
             if session is None:
                 return
             live = self._live(session.origin, f"{dedupe}:reply")
-            text = await self.model_turn(session, dedupe, event=event, live=live)
+            async with _abandoned_on_error(live):
+                text = await self.model_turn(session, dedupe, event=event, live=live)
             outbox_id = await self._answer(session.origin, text, f"{dedupe}:reply", live)
             if outbox_id is not None:
                 self._compact_after(session, outbox_id)
@@ -349,3 +350,13 @@ def _external_read(rows: list[MessageRecord], turn_id: str) -> list[str]:
             sources += [s for s in m.meta.get("external", []) if s not in sources]
     return sources
 
+
+@contextlib.asynccontextmanager
+async def _abandoned_on_error(live: LiveReply | None) -> AsyncIterator[None]:
+    """A turn that fails stops its live reply's writing (the failure is reported on its own)."""
+    try:
+        yield
+    except BaseException:
+        if live is not None:
+            live.abandon()
+        raise

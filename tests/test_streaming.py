@@ -17,6 +17,7 @@ from gateway.surfaces.slack import SlackSurface
 from gateway.surfaces.telegram import TelegramSurface
 from gateway.surfaces.telegram.format import to_html
 from gateway.surfaces.text import split_text
+from store.records import Origin
 from tests.fixtures.model import FakeModel, cut_off, reply, tool_call
 from tests.fixtures.slack import FakeSlack
 from tests.support.model_stream import Pace
@@ -137,6 +138,13 @@ async def test_long_reply_continues_in_a_new_message(tg: FakeBot, model: FakeMod
         await tg.wait(lambda: [words(s) for s in shown(tg)] == expected, timeout=15, what="two final messages")
         await gw.idle()
     assert len(expected) == 2 and [c.method for c in writes(tg)].count("sendMessage") == 2
+
+
+def test_groups_are_edited_less_often(tg: FakeBot, tmp_path: Path) -> None:
+    surface = TelegramSurface(tg.config(), tg.token, tmp_path)
+    private, group = Origin(surface="telegram", chat_id="1001"), Origin(surface="telegram", chat_id="-100777")
+    assert (surface.live(private).interval_s, surface.live(group).interval_s) == (1.0, 3.0)
+    assert surface.live(private).max_chars < TelegramSurface.max_text
 
 
 async def test_stream_false_sends_whole_replies(tg: FakeBot, model: FakeModel, telegram_gateway: Any) -> None:
