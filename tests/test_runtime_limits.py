@@ -66,7 +66,7 @@ async def test_usage_is_recorded_per_model_call(console, model):
     model.script(reply("hi", usage=(123, 7)))
     await console.say("hello")
     assistant = [m for m in await Messages(console.gw.store).recent("console:local", 0, 10) if m.role == "assistant"]
-    assert assistant[0].meta["usage"] == {"input_tokens": 123, "output_tokens": 7}
+    assert assistant[0].meta["usage"] == {"input_tokens": 123, "output_tokens": 7, "cached_tokens": 0}
 
 
 async def test_new_starts_a_fresh_context(console, model):
