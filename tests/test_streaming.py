@@ -193,6 +193,16 @@ async def test_console_prints_as_the_text_arrives(start_console: Callable[..., A
     assert seen + console.new_output() == LONG + "\n"
 
 
+async def test_anthropic_stream_end_to_end(start_console: Callable[..., Any], make_config: Callable[..., Config],
+                                           model: FakeModel) -> None:
+    model.pace = Pace(tokens_per_s=200)
+    model.script(tool_call("task_create", {"title": "call mum"}, text="Adding it."), reply(WORDS))
+    console = await start_console(make_config(model={"provider": "anthropic", "base_url": model.url_anthropic}))
+    assert await console.say("add a task: call mum") == WORDS + "\n"
+    assert [r.body.get("stream") for r in model.requests] == [True, True]
+    assert len([m for m in model.requests[1].messages if m["role"] == "assistant"]) == 1
+
+
 async def test_kill_mid_stream_then_restart_edits_the_same_message(tg: FakeBot, model: FakeModel,
                                                                    tmp_path: Path) -> None:
     config = run_config(tmp_path, model, f"""[telegram]
