@@ -26,6 +26,7 @@ from pydantic_core import CoreSchema, core_schema
 from connectors import ical
 from connectors.calendar import CalendarClient, CalendarConflict, CalendarError, Event, EventFields, EventTime
 from toolsets.base import ApprovalPolicy, ExecutionPolicy, Preview, Risk, ToolContext, ToolError, Toolset
+from toolsets.limits import Title
 
 TOOLSET = Toolset(
     "calendar",
@@ -276,7 +277,7 @@ async def calendar_get(ctx: ToolContext, event_id: str, calendar: str | None = N
 
 
 @TOOLSET.tool()
-async def calendar_draft(ctx: ToolContext, event_id: str | None = None, title: str | None = None,
+async def calendar_draft(ctx: ToolContext, event_id: str | None = None, title: Title | None = None,
                          start: When | None = None, end: When | None = None, location: str | None = None,
                          description: str | None = None, attendees: list[str] | None = None,
                          repeat: str | None = None, calendar: str | None = None) -> str:
@@ -305,7 +306,7 @@ async def calendar_draft(ctx: ToolContext, event_id: str | None = None, title: s
 
 
 @TOOLSET.tool(**_MUTATION)
-async def calendar_create(ctx: ToolContext, title: str, start: When, end: When | None = None,
+async def calendar_create(ctx: ToolContext, title: Title, start: When, end: When | None = None,
                           location: str | None = None, description: str | None = None,
                           attendees: list[str] | None = None, repeat: str | None = None,
                           calendar: str | None = None) -> str:
@@ -330,7 +331,7 @@ async def calendar_create(ctx: ToolContext, title: str, start: When, end: When |
 
 
 @TOOLSET.tool(**_MUTATION)
-async def calendar_update(ctx: ToolContext, event_id: str, version: str, title: str | None = None,
+async def calendar_update(ctx: ToolContext, event_id: str, version: str, title: Title | None = None,
                           start: When | None = None, end: When | None = None, location: str | None = None,
                           description: str | None = None, attendees: list[str] | None = None,
                           repeat: str | None = None, calendar: str | None = None) -> str:
