@@ -8,7 +8,9 @@ event someone else changed in the meantime (`CalendarConflict`).
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
 from urllib.parse import quote
 
@@ -30,10 +32,20 @@ from connectors.ical import Event, EventFields, EventTime, InvalidEvent
 __all__ = [
     "CalendarAuthError", "CalendarClient", "CalendarConflict", "CalendarError", "CalendarInfo",
     "CalendarNotFound", "CalendarSettings", "CalendarUnreachable", "Event", "EventFields", "EventTime",
-    "InvalidEvent",
+    "InvalidEvent", "Listing",
 ]
 
 log = logging.getLogger(__name__)
+
+EXPAND_TIMEOUT_S = 5.0  # a backstop: the bounds in `connectors.recurrence` keep expansion far below it
+
+
+@dataclass(frozen=True)
+class Listing:
+    """The occurrences in a range, and notes on series that were cut short or not expanded."""
+
+    events: list[Event]
+    notes: list[str] = field(default_factory=list)
 
 
 class CalendarSettings(BaseModel):
@@ -96,18 +108,26 @@ class CalendarClient:
     async def _selected(self, name: str | None) -> list[CalendarInfo]:
         return [await self.calendar(name)] if name else await self.calendars()
 
-    async def events(self, start: datetime, end: datetime, calendar: str | None = None) -> list[Event]:
+    async def events(self, start: datetime, end: datetime, calendar: str | None = None) -> Listing:
         """Every event occurrence overlapping [start, end) in `calendar` (default: all calendars),
         recurring events expanded, sorted by start. All-day dates and floating times sort as if in
-        `start`'s zone."""
+        `start`'s zone. Expansion is bounded (`connectors.recurrence`; what was cut is in `notes`)
+        and runs on a worker thread within EXPAND_TIMEOUT_S, so the event loop never waits on it."""
         if start.tzinfo is None or end.tzinfo is None:
             raise ValueError("events() needs aware start and end times")
-        out: list[Event] = []
-        for cal in await self._selected(calendar):
-            for res in await self._dav.query(cal.url, start=start, end=end):
-                out.extend(ical.expand(res.data, start, end, href=res.href, etag=res.etag, calendar=cal.name))
+        found = [(cal.name, res) for cal in await self._selected(calendar)
+                 for res in await self._dav.query(cal.url, start=start, end=end)]
+        try:
+            async with asyncio.timeout(EXPAND_TIMEOUT_S):
+                expansions = await asyncio.to_thread(
+                    lambda: [ical.expand(res.data, start, end, href=res.href, etag=res.etag, calendar=name)
+                             for name, res in found])
+        except TimeoutError:
+            raise CalendarError(f"expanding the recurring events took longer than {EXPAND_TIMEOUT_S:g}s; "
+                                "list a shorter range") from None
         zone = start.tzinfo
-        return sorted(out, key=lambda e: (_instant(e.start, zone), e.summary))
+        events = sorted((e for x in expansions for e in x.events), key=lambda e: (_instant(e.start, zone), e.summary))
+        return Listing(events=events, notes=[n for x in expansions for n in x.notes])
 
     async def get_event(self, uid: str, calendar: str | None = None) -> Event:
         """One event, with its ETag and source, by UID, searched in `calendar` (default: all)."""

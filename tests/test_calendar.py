@@ -70,7 +70,7 @@ async def test_an_unknown_calendar_name_lists_the_known_ones(caldav_server: CalD
 async def test_lists_the_range_with_the_weekly_event_expanded(caldav_server: CalDAVServer,
                                                              seeded_calendar: str) -> None:
     async with CalendarClient(settings(caldav_server)) as client:
-        events = await client.events(*MARCH, calendar="Personal")
+        events = (await client.events(*MARCH, calendar="Personal")).events
     syncs = [e for e in events if e.summary == "Team sync"]
     # Six Mondays at 10:00 Berlin time: 09:00 UTC in winter, 08:00 UTC after the 30 March change.
     assert [e.start.astimezone(UTC).strftime("%m-%d %H:%M") for e in syncs] == [
@@ -87,7 +87,8 @@ async def test_lists_the_range_with_the_weekly_event_expanded(caldav_server: Cal
 async def test_a_narrow_range_holds_only_what_overlaps_it(caldav_server: CalDAVServer,
                                                          seeded_calendar: str) -> None:
     async with CalendarClient(settings(caldav_server, seeded_calendar)) as client:
-        events = await client.events(datetime(2025, 3, 10, tzinfo=BERLIN), datetime(2025, 3, 18, tzinfo=BERLIN))
+        listing = await client.events(datetime(2025, 3, 10, tzinfo=BERLIN), datetime(2025, 3, 18, tzinfo=BERLIN))
+        events = listing.events
     assert [(e.summary, e.start.day) for e in events] == [("Team sync", 10), ("Dentist", 12), ("Team sync", 17)]
 
 
@@ -129,7 +130,8 @@ async def test_create_round_trips_every_field(scratch: CalendarClient) -> None:
     created = await scratch.create_event(new)
     read = await scratch.get_event(created.uid)
     assert read == created and read.etag
-    occurrences = await scratch.events(datetime(2025, 10, 25, tzinfo=BERLIN), datetime(2025, 10, 28, tzinfo=BERLIN))
+    listing = await scratch.events(datetime(2025, 10, 25, tzinfo=BERLIN), datetime(2025, 10, 28, tzinfo=BERLIN))
+    occurrences = listing.events
     # Daily at 09:00 Berlin time across the 26 October change back to winter time.
     assert [e.start.astimezone(UTC).hour for e in occurrences if e.uid == created.uid] == [7, 8, 8]
     assert read.attendees == ("carol@example.com",) and read.start.tzinfo == BERLIN

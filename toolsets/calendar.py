@@ -254,13 +254,14 @@ async def calendar_list(ctx: ToolContext, start: When, end: When, calendar: str 
     if hi - lo > MAX_RANGE:
         raise ToolError("list at most one year at a time")
     with _errors():
-        events = await _client(ctx).events(lo, hi, calendar)
+        listing = await _client(ctx).events(lo, hi, calendar)
     lo, hi = lo.astimezone(ctx.tz), hi.astimezone(ctx.tz)
     span = f"from {_day(lo)} {lo:%H:%M} to {_day(hi)} {hi:%H:%M} ({ctx.tz.key})"
+    events, notes = listing.events, [f"Note: {n}." for n in listing.notes]
     if not events:
-        return f"No events {span}."
+        return "\n".join([f"No events {span}.", *notes])
     count = f"{len(events)} event{'' if len(events) == 1 else 's'}"
-    return "\n".join([f"{count} {span}:", *(_line(e, ctx.tz) for e in events)])
+    return "\n".join([f"{count} {span}:", *(_line(e, ctx.tz) for e in events), *notes])
 
 
 @TOOLSET.tool()
