@@ -90,19 +90,23 @@ class CalendarClient:
         return self._calendars
 
     async def calendar(self, name: str | None = None) -> CalendarInfo:
-        """The calendar called `name` (display name, case-insensitive, or URL); without a name, the
-        configured default calendar, else the first one."""
+        """The calendar called `name`: its display name (case-insensitive), its URL or path, or the last
+        segment of its path (`personal` for `/demouser/personal/`, what a server's web UI often shows),
+        in that order of precedence; without a name, the configured default calendar, else the first one."""
         calendars = await self.calendars()
         wanted = name or self.settings.default_calendar
         if not wanted:
             if not calendars:
                 raise CalendarNotFound(f"the account on {self.server} has no calendars")
             return calendars[0]
-        for cal in calendars:
-            if wanted.casefold() == cal.name.casefold() or wanted.rstrip("/") in (
-                    cal.url.rstrip("/"), httpx.URL(cal.url).path.rstrip("/")):
-                return cal
-        known = ", ".join(c.name for c in calendars) or "none"
+        folded, path = wanted.casefold(), wanted.rstrip("/")
+        for matches in (lambda c: folded == c.name.casefold(),
+                        lambda c: path in (c.url.rstrip("/"), httpx.URL(c.url).path.rstrip("/")),
+                        lambda c: folded.strip("/") == _segment(c.url).casefold()):
+            for cal in calendars:
+                if matches(cal):
+                    return cal
+        known = ", ".join(f"{c.name} ({_segment(c.url)})" for c in calendars) or "none"
         raise CalendarNotFound(f"there is no calendar called {wanted!r} (calendars: {known})")
 
     async def _selected(self, name: str | None) -> list[CalendarInfo]:
@@ -182,3 +186,8 @@ def _instant(value: EventTime, zone: tzinfo | None) -> datetime:
     if not isinstance(value, datetime):
         return datetime(value.year, value.month, value.day, tzinfo=zone)
     return value if value.tzinfo else value.replace(tzinfo=zone)
+
+
+def _segment(url: str) -> str:
+    """The last segment of a collection's path: `personal` for `https://host/demouser/personal/`."""
+    return httpx.URL(url).path.rstrip("/").rsplit("/", 1)[-1]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from connectors.calendar import CalendarClient, CalendarSettings
+from connectors.calendar import CalendarClient, CalendarNotFound, CalendarSettings
 from connectors.email import EmailClient, EmailSettings
 from gateway.config import CalendarConfig, Config, EmailConfig, secret
 from gateway.scheduler import AutomationService
@@ -81,6 +81,11 @@ async def connector_checks(config: Config) -> list[tuple[str, str, str]]:
             else:
                 cals = await client.calendars()
                 lines.append(("✓", "calendar", f"{len(cals)} calendar(s): {', '.join(c.name for c in cals)[:120]}"))
+                if client.settings.default_calendar:
+                    try:
+                        await client.calendar()
+                    except CalendarNotFound as exc:  # new events would have nowhere to go
+                        lines.append(("✗", "calendar", f"[calendar] default_calendar matches nothing: {exc}"))
         except Exception as exc:  # doctor reports every failure as a line, never a traceback
             lines.append(("✗", name, str(exc)))
         finally:

@@ -63,8 +63,21 @@ async def test_a_calendar_url_is_that_calendar_alone(caldav_server: CalDAVServer
 async def test_an_unknown_calendar_name_lists_the_known_ones(caldav_server: CalDAVServer,
                                                             seeded_calendar: str) -> None:
     async with CalendarClient(settings(caldav_server, seeded_calendar)) as client:
-        with pytest.raises(CalendarNotFound, match=r"no calendar called 'Work' \(calendars: Personal\)"):
+        with pytest.raises(CalendarNotFound, match=r"no calendar called 'Work' \(calendars: Personal \([0-9a-f]{32}\)\)"):
             await client.calendar("Work")
+
+
+async def test_a_calendar_is_found_by_the_last_segment_of_its_path(caldav_server: CalDAVServer,
+                                                                   seeded_calendar: str) -> None:
+    url = caldav_server.make_calendar("Family and home", segment="household", seed=False)  # /owner/household/
+    async with CalendarClient(settings(caldav_server, default_calendar="household")) as client:
+        assert (await client.calendar("household")).url == url
+        assert (await client.calendar("Household/")).url == url
+        assert (await client.calendar()).url == url  # the default, named the way the server's web UI shows it
+        assert (await client.calendar("family AND home")).url == url
+        assert (await client.calendar("personal")).url == seeded_calendar  # a display name comes first
+        with pytest.raises(CalendarNotFound, match=r"Family and home \(household\)"):
+            await client.calendar("owner")
 
 
 async def test_lists_the_range_with_the_weekly_event_expanded(caldav_server: CalDAVServer,

@@ -1,7 +1,5 @@
 """Bounded inputs: tool arguments, titles and names, inbound text (docs/limits.md)."""
 
-import json
-
 from gateway.limits import INBOUND_CHARS, NESTING_DEPTH, STRING_CHARS
 from store.audit import Audit
 from store.messages import Messages
@@ -29,7 +27,7 @@ async def test_nested_huge_and_invalid_arguments_come_back_as_tool_errors(consol
     assert out.strip() == "Done."  # the turn went on: no RecursionError, no UnicodeEncodeError
     results = _tool_results(model.requests[-1])
     assert f"nest deeper than {NESTING_DEPTH} levels" in results[0]
-    assert f"due.a.a" in results[1] and f"nested deeper than {NESTING_DEPTH}" in results[1]
+    assert "due.a.a" in results[1] and f"nested deeper than {NESTING_DEPTH}" in results[1]
     assert f"notes: a string of {STRING_CHARS + 1} characters" in results[2]
     assert "title: invalid Unicode (a lone surrogate U+D800" in results[3]
     assert "title: invalid Unicode (a lone surrogate U+D800" in results[4]
