@@ -40,8 +40,9 @@ class SurfaceStatus(Mapping[str, str]):
 
 
 def email_client(cfg: EmailConfig) -> EmailClient:
-    settings = cfg.model_dump(exclude={"password_env"})
-    return EmailClient(EmailSettings(**settings, password=secret(cfg.password_env) or ""))
+    settings = cfg.model_dump(exclude={"password_env", "smtp_password_env"})
+    smtp_password = (secret(cfg.smtp_password_env) or "") if cfg.smtp_password_env else None
+    return EmailClient(EmailSettings(**settings, password=secret(cfg.password_env) or "", smtp_password=smtp_password))
 
 
 def calendar_client(cfg: CalendarConfig) -> CalendarClient:
