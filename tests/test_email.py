@@ -78,6 +78,7 @@ async def test_get_turns_html_only_mail_into_readable_text(mail_servers: MailSer
         news = await client.get(mail_servers.uids["html_only"])
     assert news.text == (
         "Spring edition\n\nFish & chips are back on the menu.\n\n- Tuesday: tacos\n- Thursday: curry\n\n"
+        "Day | Dish\nMonday | Lentil soup\n\n"
         "Read the full story (https://news.example.com/spring).\nThanks!")
 
 
