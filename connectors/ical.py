@@ -98,6 +98,17 @@ def expand(data: str, start: datetime, end: datetime, *, href: str = "", etag: s
     cal = _calendar(data, href)
     masters = [c for c in cal.walk("VEVENT") if "recurrence-id" not in c]
     rules = {str(c.get("uid", "")): _rule_text(c) for c in masters}
+    try:
+        stop, notes = _bounded(masters, start, end)
+        occurrences = recurring_ical_events.of(cal).between(start, stop) if stop is not None else []
+    except ValueError as exc:  # icalendar's IncompleteComponent (no DTSTART) is one too
+        raise CalendarError(f"cannot expand the recurring event at {href or 'the resource'}: {exc}") from None
+    events = (_event(c, href=href, etag=etag, calendar=calendar) for c in occurrences)
+    return Expansion(events=[replace(e, rrule=e.rrule or rules.get(e.uid, "")) for e in events], notes=notes)
+
+
+def _bounded(masters: list[icalendar.Event], start: datetime, end: datetime) -> tuple[datetime | None, list[str]]:
+    """Where to stop expanding the resource (None: not at all), and the notes saying why."""
     stop, notes = end, []
     for comp in masters:
         limit = recurrence.bound(comp, start, end)
@@ -107,16 +118,11 @@ def expand(data: str, start: datetime, end: datetime, *, href: str = "", etag: s
         if not limit.expandable:
             notes.append(f"{name} was not expanded: it repeats too often since {comp.start.isoformat()} to list "
                          "here; calendar_get shows it, or list a range nearer its start")
-            return Expansion(events=[], notes=notes)
+            return None, notes
         stop = min(stop, limit.stop)
         notes.append(f"{name} repeats more than {recurrence.MAX_OCCURRENCES} times in this range: only its "
                      f"occurrences before {limit.stop.isoformat()} are listed")
-    try:
-        occurrences = recurring_ical_events.of(cal).between(start, stop)
-    except ValueError as exc:
-        raise CalendarError(f"cannot expand the recurring event at {href or 'the resource'}: {exc}") from None
-    events = (_event(c, href=href, etag=etag, calendar=calendar) for c in occurrences)
-    return Expansion(events=[replace(e, rrule=e.rrule or rules.get(e.uid, "")) for e in events], notes=notes)
+    return stop, notes
 
 
 def new_event(fields: EventFields) -> Event:

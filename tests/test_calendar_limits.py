@@ -114,6 +114,12 @@ def test_a_costly_rule_that_cannot_be_fast_forwarded_is_reported_not_expanded() 
     assert '"Nine o\'clock seconds" (id nine, repeats FREQ=SECONDLY;BYHOUR=9) was not expanded' in out.notes[0]
 
 
+def test_a_series_without_a_start_is_a_calendar_error() -> None:
+    data = seed_ics("nostart", "SUMMARY:No start\nRRULE:FREQ=DAILY")
+    with pytest.raises(CalendarError, match="cannot expand the recurring event at the resource: No DTSTART"):
+        ical.expand(data, datetime(2026, 12, 1, tzinfo=UTC), datetime(2026, 12, 2, tzinfo=UTC))
+
+
 def test_ordinary_rules_are_untouched() -> None:
     data = seed_ics("weekly", "SUMMARY:Team sync\nDTSTART;TZID=Europe/Berlin:20250303T100000\n"
                               "DTEND;TZID=Europe/Berlin:20250303T110000\nRRULE:FREQ=WEEKLY;BYDAY=MO,WE;COUNT=40")
