@@ -35,8 +35,11 @@ def mode(path: Path) -> int:
 
 
 def test_the_default_directory_is_created_0700_and_files_0600(default: Path) -> None:
-    os.umask(0o022)
-    path = persist()
+    previous = os.umask(0o022)  # the usual umask, which leaves new files world-readable
+    try:
+        path = persist()
+    finally:
+        os.umask(previous)
     assert path.parent == default
     assert mode(default) == 0o700 and mode(path) == 0o600
 
