@@ -14,6 +14,7 @@ from gateway import admin
 from gateway.app import Gateway
 from gateway.config import Config, ConfigError, load_config
 from gateway.lock import DataDirLock, LockHeld
+from gateway import redaction
 from gateway.logs import setup_logging
 from gateway.surfaces import build_surfaces
 from gateway.surfaces.console import ConsoleSurface
@@ -89,15 +90,18 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     setup_logging(logging.INFO if args.command == "run" else logging.WARNING)
+    secrets: list[str] = []
     try:
         config = load_config(args.config)
+        redaction.install(config)
+        secrets = redaction.configured_secrets(config)
         fn: Command = args.fn
         return asyncio.run(fn(config, args))
     except ConfigError as exc:
-        print(f"anyy: {exc}", file=sys.stderr)
+        print(f"anyy: {redaction.redact(str(exc))}", file=sys.stderr)
         return 2
     except (LockHeld, StoreError, admin.AdminError) as exc:
-        print(f"anyy: {exc}", file=sys.stderr)
+        print(f"anyy: {redaction.redact(str(exc), secrets)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

@@ -30,6 +30,7 @@ class TurnContext:
     enqueue: Enqueue
     available: dict[str, Toolset] = field(default_factory=dict)
     loaded: set[str] = field(default_factory=set)
+    guest: bool = False  # a paired guest's turn: only the toolsets shared with guests (gateway.access)
     has_buttons: bool = False  # whether the surface renders buttons (else options are listed in the text)
     ended: bool = False  # set by ask(): the turn stops after this tool round
     boundary: str = field(default_factory=new_boundary)  # closes this turn's untrusted blocks

@@ -9,6 +9,7 @@ import httpx
 from gateway.config import Config, secret
 from gateway.llm import make_client
 from gateway.llm.types import ChatMessage, ModelUnavailable
+from gateway.redaction import configured_secrets, redact
 from gateway.services import connector_checks
 from gateway.surfaces import build_surfaces
 from store.db import Store, StoreError
@@ -27,8 +28,9 @@ async def doctor(config: Config, args: argparse.Namespace) -> int:
     if not surfaces and not problems:
         results.append((WARN, "surfaces", "none configured: only `anyy chat` (the terminal) can reach you"))
     results += await connector_checks(config)
+    secrets = configured_secrets(config)
     for mark, what, detail in results:
-        print(f"{mark} {what}: {detail}")
+        print(redact(f"{mark} {what}: {detail}", secrets))
     failed = sum(1 for mark, _, _ in results if mark == BAD)
     print("All good." if not failed else f"{failed} problem(s) to fix.")
     return 1 if failed else 0

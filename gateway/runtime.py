@@ -38,7 +38,7 @@ from toolsets.memory import memory_prompt
 log = logging.getLogger(__name__)
 
 RECENT_TURNS = 2  # toolsets used this many turns back stay selected (follow-ups like "yes, send it")
-CommandHandler = Callable[[Inbound, SessionRecord], Awaitable[str | None]]
+CommandHandler = Callable[[Inbound, SessionRecord], Awaitable[str | Outbound | None]]
 
 
 class Runtime:
@@ -130,6 +130,9 @@ class Runtime:
             return
         if inbound.text.startswith("/") and self.commands is not None:
             answer = await self.commands(inbound, session)
+            if isinstance(answer, Outbound):
+                await self.outbox.enqueue(answer, f"{turn_id}:command")
+                return
             if answer is not None:
                 await self.reply(inbound.origin, answer, f"{turn_id}:command")
                 return
@@ -157,14 +160,24 @@ class Runtime:
     # -- the model loop ---------------------------------------------------------------------------
 
     def available(self, exclude: set[str] = frozenset()) -> list[Toolset]:
-        """Toolsets that exist right now: connector toolsets only when their connector is configured."""
-        return [ts for ts in self.toolsets if ts.name not in exclude and (ts.requires is None or ts.requires in self.services)]
+        """Toolsets that exist right now: connector toolsets only when their connector is configured, and
+        each without the tools whose service is missing (web_search without a search backend)."""
+        present = (ts.present(self.services) for ts in self.toolsets if ts.name not in exclude)
+        return [ts for ts in present if ts is not None]
+
+    async def offered(self, user_key: str, exclude: set[str] = frozenset()) -> list[Toolset]:
+        """The available toolsets this user's turns may use: all for an owner, the shared ones for a guest."""
+        return self.access.toolsets_for(await self.access.role_of(user_key), self.available(exclude))
 
     async def model_turn(self, session: SessionRecord, turn_id: str, *, user_text: str | None = None,
                          event: str | None = None, has_attachments: bool = False,
                          exclude: set[str] = frozenset()) -> str | None:
         """Run the model on the session until it answers. Returns the final text (None when the turn
         ended by asking the user a question)."""
+        role = await self.access.role_of(session.user_key)
+        if role is None:  # revoked since the turn was queued (a follow-up, an automation): nothing runs
+            log.info("turn_refused session=%s reason=no_access", session.id)
+            return None
         rows = await self.windows.load(session.id, session.epoch)
         already = any(m.turn_id == turn_id for m in rows)  # a re-run after a crash: continue, don't repeat
         if not already:
@@ -176,7 +189,7 @@ class Runtime:
         if self.model is None:
             return (f"No model is configured yet. Set [model] base_url and model in {self.config.source} "
                     f"(and put the API key in ${self.config.model.api_key_env}); slash commands work meanwhile: /help")
-        available = self.available(exclude)
+        available = self.access.toolsets_for(role, self.available(exclude))
         selection = select_toolsets(user_text or event or "", has_attachments=has_attachments,
                                     recent=self._recent_toolsets(rows, turn_id), pins=session.pinned_toolsets,
                                     available=available)
@@ -185,7 +198,8 @@ class Runtime:
         ctx = TurnContext(store=self.store, user_key=session.user_key, session_id=session.id, origin=session.origin,
                           tz=self.config.tz, turn_id=turn_id, services=self.services, enqueue=self.outbox.enqueue,
                           available={ts.name: ts for ts in available}, loaded=set(selection.names),
-                          has_buttons=self._has_buttons(session.surface))
+                          has_buttons=self._has_buttons(session.surface), guest=role == "guest",
+                          external_sources=_external_read(rows, turn_id))
         memory = await memory_prompt(self.store, session.user_key, self.config.runtime.memory_max_chars)
         convo = [ChatMessage(role="system", content=system_prompt(ctx.now(), session.surface, memory,
                                                                   self.config.runtime.instructions))]
@@ -218,9 +232,12 @@ class Runtime:
             visible = {t.name: t for name in ctx.loaded for t in ctx.available[name].tools}
             visible[loader.name] = loader
             outcome = await self.caller.run(ctx, call, visible)
+            # The row remembers what outside content the turn had read by now, so a turn re-run after a
+            # crash still holds steering writes (see _external_read).
+            meta = {**outcome.meta, "external": list(ctx.external_sources)} if ctx.external_sources else outcome.meta
             result = MessageRecord(session_id=session.id, epoch=session.epoch, turn_id=ctx.turn_id, role="tool",
                                    content=outcome.stored, tool_call_id=call.id, tool_name=call.name,
-                                   user_key=session.user_key, meta=outcome.meta)
+                                   user_key=session.user_key, meta=meta)
             await self.messages.add(result)
             convo.append(ChatMessage(role="tool", content=outcome.visible, tool_call_id=call.id, name=call.name))
 
@@ -247,6 +264,15 @@ class Runtime:
             if m.role == "tool" and m.turn_id != current_turn and m.tool_name in self._tool_toolset:
                 used.add(self._tool_toolset[m.tool_name])
         return sorted(used)
+
+
+def _external_read(rows: list[MessageRecord], turn_id: str) -> list[str]:
+    """The external sources this turn had read before (its stored tool rows, when it is a re-run)."""
+    sources: list[str] = []
+    for m in rows:
+        if m.turn_id == turn_id and m.role == "tool":
+            sources += [s for s in m.meta.get("external", []) if s not in sources]
+    return sources
 
 
 def _with_attachments(inbound: Inbound) -> str:

@@ -76,6 +76,9 @@ class Outbound(BaseModel):
     buttons: list[Button] = Field(default_factory=list)
     edit_of_outbox_id: int | None = None  # edit the platform message that outbox row produced
     reply_to_platform_id: str | None = None
+    # Show the text exactly as written (an approval preview): no Markdown, links show their targets.
+    # Each surface renders it its own way (Telegram <pre>, Slack plain_text).
+    preformatted: bool = False
 
 
 class SessionRecord(BaseModel):
@@ -224,6 +227,22 @@ class EmailDraftRecord(BaseModel):
     state: Literal["draft", "sent"] = "draft"
     created_at: str
     updated_at: str
+
+
+class ProcessRecord(BaseModel):
+    """A background process started by `bash(background=true)`, owned by the session that started it."""
+
+    id: str
+    session_id: str
+    user_key: str
+    command: str
+    cwd: str
+    pid: int | None = None
+    state: Literal["running", "exited", "killed", "stopped", "lost"] = "running"
+    exit_code: int | None = None
+    log_path: str
+    started_at: str
+    finished_at: str | None = None
 
 
 class PairingRecord(BaseModel):

@@ -257,11 +257,15 @@ async def calendar_list(ctx: ToolContext, start: When, end: When, calendar: str 
         listing = await _client(ctx).events(lo, hi, calendar)
     lo, hi = lo.astimezone(ctx.tz), hi.astimezone(ctx.tz)
     span = f"from {_day(lo)} {lo:%H:%M} to {_day(hi)} {hi:%H:%M} ({ctx.tz.key})"
-    events, notes = listing.events, [f"Note: {n}." for n in listing.notes]
+    events = listing.events
+    # Titles, places and descriptions are written by whoever sent the invitation: outside content. So
+    # are the notes on cut series, which name the event.
+    body = "\n".join([*(_line(e, ctx.tz) for e in events), *(f"Note: {n}." for n in listing.notes)])
     if not events:
-        return "\n".join([f"No events {span}.", *notes])
+        head = f"No events {span}."
+        return head + "\n" + ctx.external(f"calendar events {span}", body) if body else head
     count = f"{len(events)} event{'' if len(events) == 1 else 's'}"
-    return "\n".join([f"{count} {span}:", *(_line(e, ctx.tz) for e in events), *notes])
+    return f"{count} {span}:\n" + ctx.external(f"calendar events {span}", body)
 
 
 @TOOLSET.tool()
@@ -274,7 +278,7 @@ async def calendar_get(ctx: ToolContext, event_id: str, calendar: str | None = N
     """
     with _errors():
         event = await _client(ctx).get_event(event_id, calendar)
-    return f"{_ref(event)}\n{_card(event, ctx.tz)}"
+    return f"{_ref(event)}\n" + ctx.external(f"calendar event {event.uid}", _card(event, ctx.tz))
 
 
 @TOOLSET.tool()
@@ -302,7 +306,9 @@ async def calendar_draft(ctx: ToolContext, event_id: str | None = None, title: T
         preview = await _preview_new(ctx, fields, calendar)
         return f"Draft only, nothing saved.\n{preview.text}\nTo save it, call calendar_create with these fields."
     before, after = await _changed(ctx, event_id, calendar, fields)
-    return (f"Draft only, nothing saved.\n{_change(before, after, ctx.tz)}\n"
+    # The event as it stands on the server is outside content (whoever sent the invitation wrote it).
+    change = ctx.external(f"calendar event {before.uid}", _change(before, after, ctx.tz))
+    return (f"Draft only, nothing saved.\n{change}\n"
             f"To apply it, call calendar_update with event_id={before.uid} version={before.version}.")
 
 

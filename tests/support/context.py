@@ -51,3 +51,10 @@ class RecordingContext:
     def external(self, source: str, content: str) -> str:
         self.external_sources.append(source)
         return wrap(source, content, self.boundary)
+
+    def unwrap(self, text: str) -> str:
+        """The content of the one untrusted block `text` ends with (fails when there is none)."""
+        opening = text.index(f'boundary="{self.boundary}">\n') + len(f'boundary="{self.boundary}">\n')
+        closing = f'\n</untrusted boundary="{self.boundary}">'
+        assert text.endswith(closing), text
+        return text[opening:-len(closing)]

@@ -22,7 +22,7 @@ from telegram.error import BadRequest, ChatMigrated, Forbidden, InvalidToken, Ne
 from telegram.warnings import PTBDeprecationWarning
 
 from gateway.surfaces.base import DeliveryError
-from gateway.surfaces.telegram.format import to_html
+from gateway.surfaces.telegram.format import escape, to_html
 from gateway.surfaces.telegram.keyboard import keyboard
 from gateway.surfaces.text import split_text
 from store.records import Origin, Outbound, OutboxItem
@@ -92,7 +92,7 @@ class Sender:
 
     async def _send(self, item_id: int, outbound: Outbound) -> str:
         chat, thread = target(outbound.origin)
-        parts = split_text(outbound.text, self.limit)
+        parts = split_text(outbound.text, self.limit, verbatim=outbound.preformatted)
         markup = keyboard(outbound.buttons)
         reply = (ReplyParameters(message_id=int(outbound.reply_to_platform_id), allow_sending_without_reply=True)
                  if outbound.reply_to_platform_id else None)
@@ -102,7 +102,7 @@ class Sender:
                 self.bot.send_message, chat, message_thread_id=thread,
                 reply_markup=markup if index == len(parts) - 1 else None,
                 reply_parameters=reply if index == 0 else None)
-            message = await self._formatted(send, parts[index])
+            message = await self._formatted(send, parts[index], outbound.preformatted)
             last_id = message.message_id
             self._parts_sent[item_id] = (index + 1, last_id)
         self._parts_sent.pop(item_id, None)
@@ -111,21 +111,23 @@ class Sender:
 
     async def _edit(self, outbound: Outbound, message_id: int) -> str:
         chat, _ = target(outbound.origin)
-        text = split_text(outbound.text, self.limit)[-1]
+        text = split_text(outbound.text, self.limit, verbatim=outbound.preformatted)[-1]
         markup = keyboard(outbound.buttons)  # none: the edit removes the keyboard
         edit = functools.partial(self.bot.edit_message_text, chat_id=chat, message_id=message_id, reply_markup=markup)
         try:
-            await self._formatted(edit, text)
+            await self._formatted(edit, text, outbound.preformatted)
         except BadRequest as exc:
             if not _mentions(exc, "message is not modified"):  # already shows this: the edit is done
                 raise
         return str(message_id)
 
-    async def _formatted(self, call: Callable[..., Awaitable[T]], markdown: str) -> T:
-        """Make the call with the text as Telegram HTML; if Telegram cannot parse it, again as plain text,
-        so a formatting problem never loses the message."""
+    async def _formatted(self, call: Callable[..., Awaitable[T]], markdown: str, preformatted: bool = False) -> T:
+        """Make the call with the text as Telegram HTML (all of it in <pre>, escaped, when `preformatted`:
+        links then show their real targets and no markup hides anything); if Telegram cannot parse it,
+        again as plain text, so a formatting problem never loses the message."""
+        html = f"<pre>{escape(markdown)}</pre>" if preformatted else to_html(markdown)
         try:
-            return await call(to_html(markdown), parse_mode=ParseMode.HTML)
+            return await call(html, parse_mode=ParseMode.HTML)
         except BadRequest as exc:
             if not _mentions(exc, "can't parse entities"):
                 raise
