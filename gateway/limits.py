@@ -12,8 +12,8 @@ import json
 import re
 from typing import Any
 
-ARGUMENTS_CHARS = 1_000_000  # a whole call's JSON text
-STRING_CHARS = 200_000  # any one string in it (a long email body or file fits; a runaway does not)
+ARGUMENTS_CHARS = 2_000_000  # a whole call's JSON text
+STRING_CHARS = 1_000_000  # any one string in it: a long email body or a file_write fits, a runaway does not
 NESTING_DEPTH = 32  # objects and arrays inside each other; real tool schemas need fewer than 6
 INBOUND_CHARS = 32_000  # one message from a person (Telegram allows 4096, Slack about 40 000)
 

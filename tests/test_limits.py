@@ -1,6 +1,6 @@
 """Bounded inputs: tool arguments, titles and names, inbound text (docs/limits.md)."""
 
-from gateway.limits import INBOUND_CHARS, NESTING_DEPTH, STRING_CHARS
+from gateway.limits import ARGUMENTS_CHARS, INBOUND_CHARS, NESTING_DEPTH, STRING_CHARS
 from store.audit import Audit
 from store.messages import Messages
 from store.tasks import Tasks
@@ -49,7 +49,7 @@ async def test_a_two_megabyte_task_title_is_refused_with_a_clear_error(console, 
                  reply("Too long."))
     assert (await console.say("add a task")).strip() == "Too long."
     whole, title = _tool_results(model.requests[-1])
-    assert "the arguments are 2000013 characters; the limit is 1000000" in whole
+    assert f"the arguments are 2000013 characters; the limit is {ARGUMENTS_CHARS}" in whole
     assert "invalid arguments for task_create: title: String should have at most 200 characters" in title
     assert await Tasks(console.gw.store).list("console:owner") == []
 
