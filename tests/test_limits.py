@@ -39,9 +39,10 @@ async def test_nested_huge_and_invalid_arguments_come_back_as_tool_errors(consol
 
 
 async def test_a_lone_surrogate_in_the_model_text_is_replaced_not_fatal(console, model):
-    model.script(reply("odd \ud800 reply"))
+    model.script(tool_call("task_\udc00list", {}), reply("odd \ud800 reply"))
     out = await console.say("hello")
     assert out.strip() == "odd \ufffd reply"
+    assert "unknown tool 'task_\ufffdlist'" in _tool_results(model.requests[-1])[0]
 
 
 async def test_a_two_megabyte_task_title_is_refused_with_a_clear_error(console, model):

@@ -205,5 +205,6 @@ def _display_url(base_url: str) -> str:
 def _valid_unicode(reply: ModelReply) -> ModelReply:
     """A JSON ``\\udXXX`` escape decodes to a lone surrogate, which SQLite (UTF-8 only) cannot store:
     the text gets U+FFFD, the arguments keep it as an escape so the tool call reports it to the model."""
-    calls = [c.model_copy(update={"arguments": escape_surrogates(c.arguments)}) for c in reply.tool_calls]
+    calls = [c.model_copy(update={"id": replace_surrogates(c.id), "name": replace_surrogates(c.name),
+                                  "arguments": escape_surrogates(c.arguments)}) for c in reply.tool_calls]
     return reply.model_copy(update={"text": replace_surrogates(reply.text), "tool_calls": calls})
