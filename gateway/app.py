@@ -20,6 +20,7 @@ from gateway.config import Config, secret
 from gateway.context import TurnContext
 from gateway.llm import make_client
 from gateway.llm.types import ModelClient
+from gateway.media import run_retention, sweep_expired
 from gateway.outbox import OutboxService
 from gateway.policy import Policy
 from gateway.runtime import Runtime
@@ -90,6 +91,12 @@ class Gateway:
             await self.approvals.sweep()
             self._background.append(asyncio.create_task(self.approvals.run_sweeper(), name="approval-sweeper"))
             await self.runtime.recover()
+            await self.services["subagents"].recover()
+            artifacts = self.services.get("artifacts")
+            if artifacts is not None:
+                await sweep_expired(artifacts, self.config.artifacts.retention_days)
+                self._background.append(asyncio.create_task(
+                    run_retention(artifacts, self.config.artifacts.retention_days), name="artifact-retention"))
             scheduler = self.services.get("automations")
             if scheduler is not None:
                 await scheduler.start()
@@ -227,4 +234,6 @@ class Gateway:
         text = OUTCOME_TEXT.get(rec.state, rec.state).format(
             by=rec.decided_by or "the owner", result=rec.result or "",
             reason=f" Reason: {rec.reason}" if rec.reason else "")
-        self.runtime.resume(rec.session_id, f"Approval {rec.id} for {rec.tool} {text}", f"approval-{rec.id}-{rec.state}")
+        # A helper's held call: its parent conversation follows up (the helper's turn has ended).
+        session_id = await self.services["subagents"].parent_session(rec.session_id) or rec.session_id
+        self.runtime.resume(session_id, f"Approval {rec.id} for {rec.tool} {text}", f"approval-{rec.id}-{rec.state}")

@@ -22,23 +22,29 @@ from gateway.context import TurnContext
 from gateway.history import HistoryWindows, to_chat
 from gateway.limits import inbound_too_long
 from gateway.llm.types import ChatMessage, ModelClient, ModelUnavailable, ToolSchema
+from gateway.media import Media
 from gateway.outbox import OutboxService
 from gateway.prompt import system_prompt
 from gateway.selection import select_toolsets, tools_for
 from gateway.toolcalls import ToolCaller
+from store.audit import Audit
 from store.db import Store
 from store.inbound import InboundLog
 from store.messages import Messages
-from store.records import Inbound, MessageRecord, Origin, Outbound, SessionRecord
+from store.records import AuditEvent, Inbound, MessageRecord, Origin, Outbound, SessionRecord
 from store.sessions import Sessions, session_id_for
 from toolsets.base import Tool, Toolset
 from toolsets.loader import loader_tool
 from toolsets.memory import memory_prompt
+from toolsets.skills import skills_prompt
 
 log = logging.getLogger(__name__)
 
 RECENT_TURNS = 2  # toolsets used this many turns back stay selected (follow-ups like "yes, send it")
 CommandHandler = Callable[[Inbound, SessionRecord], Awaitable[str | Outbound | None]]
+
+
+MODEL_ERROR = "model.error"  # the audit action of a model call that failed after retries
 
 
 class Runtime:
@@ -57,6 +63,7 @@ class Runtime:
         self.messages = Messages(store)
         self.windows = HistoryWindows(self.messages, config.runtime.context_budget)
         self.inbound_log = InboundLog(store)
+        self.media = Media(config, services.get("artifacts"), services.get("speech"))
         self._lanes: dict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._turns = Background()
         self._tool_toolset = {t.name: ts.name for ts in toolsets for t in ts.tools}
@@ -136,14 +143,18 @@ class Runtime:
             if answer is not None:
                 await self.reply(inbound.origin, answer, f"{turn_id}:command")
                 return
-        user_text = _with_attachments(inbound)
         surface = self.outbox.surfaces.get(inbound.surface)
         progress = surface.progress(inbound.origin, inbound.platform_message_id) if surface else contextlib.nullcontext()
         async with progress:
-            text = await self.model_turn(session, turn_id, user_text=user_text,
+            prepared = await self.media.prepare(inbound, session.id, session.user_key, turn_id)
+            for index, notice in enumerate(prepared.notices):
+                await self.reply(inbound.origin, notice, f"{turn_id}:media:{index}")
+            if prepared.empty:
+                return
+            text = await self.model_turn(session, turn_id, user_text=prepared.text, images=prepared.images,
                                          has_attachments=bool(inbound.attachments))
         if text:
-            await self.reply(inbound.origin, text, f"{turn_id}:reply")
+            await self.reply(inbound.origin, prepared.heard + text, f"{turn_id}:reply")
 
     async def _follow_up(self, session_id: str, event: str, dedupe: str) -> None:
         async with self._lanes[session_id]:
@@ -171,9 +182,14 @@ class Runtime:
 
     async def model_turn(self, session: SessionRecord, turn_id: str, *, user_text: str | None = None,
                          event: str | None = None, has_attachments: bool = False,
-                         exclude: set[str] = frozenset()) -> str | None:
+                         exclude: set[str] = frozenset(), images: list[dict[str, Any]] | None = None,
+                         only: list[Toolset] | None = None, max_rounds: int | None = None,
+                         with_memory: bool = True) -> str | None:
         """Run the model on the session until it answers. Returns the final text (None when the turn
-        ended by asking the user a question)."""
+        ended by asking the user a question).
+
+        `only` gives the turn exactly these toolsets, all loaded (a subagent's, already limited to what
+        its user may use); `with_memory=False` leaves the user's memory out of the system prompt."""
         role = await self.access.role_of(session.user_key)
         if role is None:  # revoked since the turn was queued (a follow-up, an automation): nothing runs
             log.info("turn_refused session=%s reason=no_access", session.id)
@@ -183,16 +199,17 @@ class Runtime:
         if not already:
             new = MessageRecord(session_id=session.id, epoch=session.epoch, turn_id=turn_id,
                                 role="user" if user_text is not None else "event",
-                                content=user_text if user_text is not None else (event or ""), user_key=session.user_key)
+                                content=user_text if user_text is not None else (event or ""), user_key=session.user_key,
+                                meta={"images": images} if images else {})
             await self.messages.add(new)
             rows.append(new)
         if self.model is None:
             return (f"No model is configured yet. Set [model] base_url and model in {self.config.source} "
                     f"(and put the API key in ${self.config.model.api_key_env}); slash commands work meanwhile: /help")
-        available = self.access.toolsets_for(role, self.available(exclude))
+        available = self.access.toolsets_for(role, self.available(exclude) if only is None else only)
+        pins = session.pinned_toolsets if only is None else [ts.name for ts in available]
         selection = select_toolsets(user_text or event or "", has_attachments=has_attachments,
-                                    recent=self._recent_toolsets(rows, turn_id), pins=session.pinned_toolsets,
-                                    available=available)
+                                    recent=self._recent_toolsets(rows, turn_id), pins=pins, available=available)
         if selection.model_dump() != session.last_selection:  # usually unchanged: skip the write
             await self.sessions.update(session.id, last_selection=selection.model_dump())
         ctx = TurnContext(store=self.store, user_key=session.user_key, session_id=session.id, origin=session.origin,
@@ -200,17 +217,25 @@ class Runtime:
                           available={ts.name: ts for ts in available}, loaded=set(selection.names),
                           has_buttons=self._has_buttons(session.surface), guest=role == "guest",
                           external_sources=_external_read(rows, turn_id))
-        memory = await memory_prompt(self.store, session.user_key, self.config.runtime.memory_max_chars)
+        memory = await memory_prompt(self.store, session.user_key, self.config.runtime.memory_max_chars) \
+            if with_memory else ""
+        skills = await skills_prompt(self.services.get("skills"), user_text or event or "") \
+            if "skills" in ctx.available else ""
         convo = [ChatMessage(role="system", content=system_prompt(ctx.now(), session.surface, memory,
-                                                                  self.config.runtime.instructions))]
+                                                                  self.config.runtime.instructions, skills))]
         convo += self.windows.view(session.id, rows)
         loader = loader_tool(available)
-        for _ in range(self.config.runtime.max_tool_rounds):
+        rounds = max_rounds or self.config.runtime.max_tool_rounds
+        for _ in range(rounds):
             tools = tools_for(sorted(ctx.loaded), available, loader)
             try:
                 reply = await self.model.complete(convo, [self._schema(t) for t in tools])
             except ModelUnavailable as exc:
                 log.warning("model_unavailable session=%s", session.id)
+                # Recorded so the dashboard's health page can count model errors; the message names
+                # the URL and the cause, never a key.
+                await Audit(self.store).add(AuditEvent(actor="anyy", action=MODEL_ERROR, session_id=session.id,
+                                                       detail={"error": str(exc)[:300]}))
                 return f"⚠️ {exc}"
             assistant = MessageRecord(session_id=session.id, epoch=session.epoch, turn_id=turn_id, role="assistant",
                                       content=reply.text, tool_calls=reply.tool_calls, user_key=session.user_key,
@@ -220,9 +245,10 @@ class Runtime:
             if not reply.tool_calls:
                 return reply.text
             await self._run_calls(ctx, session, reply.tool_calls, loader, convo)
+            await self._show_images(ctx, session, convo)
             if ctx.ended:
                 return None
-        return (f"I stopped after {self.config.runtime.max_tool_rounds} rounds of tool calls without finishing. "
+        return (f"I stopped after {rounds} rounds of tool calls without finishing. "
                 "Tell me how to continue, or narrow the request.")
 
     async def _run_calls(self, ctx: TurnContext, session: SessionRecord, calls: list[Any], loader: Tool,
@@ -240,6 +266,19 @@ class Runtime:
                                    user_key=session.user_key, meta=meta)
             await self.messages.add(result)
             convo.append(ChatMessage(role="tool", content=outcome.visible, tool_call_id=call.id, name=call.name))
+
+    async def _show_images(self, ctx: TurnContext, session: SessionRecord, convo: list[ChatMessage]) -> None:
+        """Images a tool asked to show (artifact_inspect) follow the tool results as a stored event, which
+        both wire formats accept there."""
+        if not ctx.images:
+            return
+        names = ", ".join(f"{p['name']} (artifact {p['artifact']})" for p in ctx.images)
+        event = MessageRecord(session_id=session.id, epoch=session.epoch, turn_id=ctx.turn_id, role="event",
+                              content=f"The image(s) you asked to see: {names}", user_key=session.user_key,
+                              meta={"images": ctx.images})
+        ctx.images = []
+        await self.messages.add(event)
+        convo.append(to_chat(event))
 
     def _has_buttons(self, surface_name: str) -> bool:
         surface = self.outbox.surfaces.get(surface_name)
@@ -273,12 +312,4 @@ def _external_read(rows: list[MessageRecord], turn_id: str) -> list[str]:
         if m.turn_id == turn_id and m.role == "tool":
             sources += [s for s in m.meta.get("external", []) if s not in sources]
     return sources
-
-
-def _with_attachments(inbound: Inbound) -> str:
-    if not inbound.attachments:
-        return inbound.text
-    lines = [f"- {a.name} ({a.mime_type}, {a.size} bytes) " + (f"saved at {a.path}" if a.path else "not downloaded")
-             for a in inbound.attachments]
-    return (inbound.text + "\n\n" if inbound.text else "") + "[attachments]\n" + "\n".join(lines)
 

@@ -174,9 +174,10 @@ class AutomationService:
 
     async def update(self, user_key: str, automation_id: str, *, name: str | None = None,
                      schedule: ScheduleModel | None = None, action: ActionModel | None = None,
-                     enabled: bool | None = None) -> AutomationRecord:
+                     enabled: bool | None = None, actor: str | None = None) -> AutomationRecord:
         """Change the given fields. A new schedule, or enabling a paused automation, plans the next
-        run from now; pausing clears it."""
+        run from now; pausing clears it. The audit names `actor` (default: the user), e.g. the
+        owner's dashboard pausing a guest's automation."""
         fields: dict[str, Any] = {}
         if name is not None:
             fields["name"] = _name(name)
@@ -197,7 +198,7 @@ class AutomationService:
                 fields["next_run_at"] = iso(self._first_run(plan, self._clock()))
             if not fields:
                 raise AutomationError("nothing to change: give a name, schedule, action or enabled")
-            rec = await self.repo.update(automation_id, user_key, **fields)
+            rec = await self.repo.update(automation_id, actor or user_key, **fields)
             if rec is None:
                 raise AutomationError(f"no automation {automation_id}")
             self._place(rec.id, _slot(rec))

@@ -204,6 +204,33 @@ def m002_fts_conversation_only(db: Database) -> None:
 
 
 @MIGRATIONS()
+def m003_subagent_jobs(db: Database) -> None:
+    """Child turns of delegate_task / background_job: durable, so a crash is reported, never re-run."""
+    db.executescript(
+        """
+        CREATE TABLE subagent_jobs (
+            id TEXT PRIMARY KEY,
+            parent_session_id TEXT NOT NULL,
+            child_session_id TEXT NOT NULL UNIQUE,
+            user_key TEXT NOT NULL,
+            origin TEXT NOT NULL,           -- JSON Origin: where the parent's chat is
+            task TEXT NOT NULL,
+            toolsets TEXT NOT NULL,         -- JSON list of the toolsets the child may use
+            depth INTEGER NOT NULL,
+            mode TEXT NOT NULL,             -- sync | background
+            state TEXT NOT NULL,            -- running | succeeded | failed | cancelled | interrupted
+            summary TEXT,
+            owner_pid INTEGER NOT NULL,
+            created_at TEXT NOT NULL,
+            finished_at TEXT
+        );
+        CREATE INDEX subagent_jobs_parent ON subagent_jobs (parent_session_id, created_at);
+        CREATE INDEX subagent_jobs_running ON subagent_jobs (user_key, state);
+        """
+    )
+
+
+@MIGRATIONS()
 def m003_host_tools(db: Database) -> None:
     """What the file and terminal toolsets remember: which file versions a session has read (a write
     must not overwrite what it has not seen), and the background processes Anyy started."""
@@ -230,5 +257,31 @@ def m003_host_tools(db: Database) -> None:
             finished_at TEXT
         );
         CREATE INDEX processes_session ON processes (session_id, started_at);
+        """
+    )
+
+
+@MIGRATIONS()
+def m003_artifacts(db: Database) -> None:
+    db.executescript(
+        """
+        CREATE TABLE artifacts (
+            id TEXT PRIMARY KEY,
+            session_id TEXT NOT NULL,
+            user_key TEXT NOT NULL,
+            name TEXT NOT NULL,
+            type TEXT NOT NULL,             -- MIME type
+            size INTEGER NOT NULL,
+            path TEXT NOT NULL,             -- under <data dir>/artifacts, mode 0600
+            sha256 TEXT NOT NULL,
+            pinned INTEGER NOT NULL DEFAULT 0,  -- pinned ones outlive [artifacts] retention_days
+            origin TEXT NOT NULL,           -- received | produced
+            source_key TEXT UNIQUE,         -- the turn and attachment it came from (re-runs find it)
+            meta TEXT,                      -- JSON: transcript, image size, ...
+            created_at TEXT NOT NULL
+        );
+        CREATE INDEX artifacts_session ON artifacts(session_id, created_at);
+        CREATE INDEX artifacts_user ON artifacts(user_key, created_at);
+        CREATE INDEX artifacts_retention ON artifacts(pinned, created_at);
         """
     )

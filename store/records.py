@@ -69,11 +69,14 @@ class Button(BaseModel):
 
 
 class Outbound(BaseModel):
-    """A message for a surface to render: text, optional buttons, optionally an edit of an earlier one."""
+    """A message for a surface to render: text, optional buttons, optionally an edit of an earlier one.
+    With `attachment` (a file under the data directory) the text is its caption; an `audio/ogg` file
+    goes out as a voice note where the platform has them."""
 
     origin: Origin
     text: str
     buttons: list[Button] = Field(default_factory=list)
+    attachment: Attachment | None = None
     edit_of_outbox_id: int | None = None  # edit the platform message that outbox row produced
     reply_to_platform_id: str | None = None
     # Show the text exactly as written (an approval preview): no Markdown, links show their targets.
@@ -87,7 +90,7 @@ class SessionRecord(BaseModel):
     chat_id: str
     thread_id: str | None = None
     user_key: str
-    kind: Literal["chat", "automation"] = "chat"
+    kind: Literal["chat", "automation", "subagent"] = "chat"
     pinned_toolsets: list[str] | None = None
     last_selection: dict[str, Any] | None = None
     epoch: int = 0
@@ -245,6 +248,24 @@ class ProcessRecord(BaseModel):
     finished_at: str | None = None
 
 
+class ArtifactRecord(BaseModel):
+    """A file a session received (an attachment) or produced (speech), stored under the data directory."""
+
+    id: str
+    session_id: str
+    user_key: str
+    name: str
+    type: str  # MIME type
+    size: int
+    path: str
+    sha256: str
+    pinned: bool = False
+    origin: Literal["received", "produced"] = "received"
+    source_key: str | None = None  # e.g. "<turn id>:<attachment index>": a re-run turn finds its own row
+    meta: dict[str, Any] = Field(default_factory=dict)  # transcript, image size, ...
+    created_at: str
+
+
 class PairingRecord(BaseModel):
     code: str
     surface: str
@@ -270,3 +291,25 @@ def row_to(model: type[BaseModel], row: dict[str, Any], json_fields: tuple[str, 
         elif data.get(f) is None:
             data.pop(f, None)  # NULL column: the model's default (empty list / dict / None) applies
     return model.model_validate(data)
+
+
+JobState = Literal["running", "succeeded", "failed", "cancelled", "interrupted"]
+
+
+class SubagentJob(BaseModel):
+    """A child turn started by `delegate_task` (mode "sync") or `background_job` (mode "background")."""
+
+    id: str
+    parent_session_id: str
+    child_session_id: str
+    user_key: str
+    origin: Origin
+    task: str
+    toolsets: list[str] = Field(default_factory=list)
+    depth: int = 1
+    mode: Literal["sync", "background"] = "sync"
+    state: JobState = "running"
+    summary: str | None = None
+    owner_pid: int = 0
+    created_at: str
+    finished_at: str | None = None

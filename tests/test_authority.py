@@ -123,7 +123,7 @@ async def test_a_guest_turn_has_no_connector_tools_and_calls_to_them_are_refused
     assert (await guest_replies(h))[-1] == "I can't do that here."
     await say_as_guest(h, "/toolsets")
     available = (await guest_replies(h))[-1].split("Available: ")[1].splitlines()[0]
-    assert available == "sessions, memory, tasks, automation, messaging, clarify, web"
+    assert available == "sessions, memory, tasks, automation, messaging, clarify, web, artifact"
     await say_as_guest(h, "/toolsets pin email")
     assert (await guest_replies(h))[-1].startswith("Unknown toolsets: email.")
     # The owner's same words do get the email tools: the difference is the role, not the message.

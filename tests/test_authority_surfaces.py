@@ -17,6 +17,7 @@ from gateway.app import Gateway
 from gateway.config import Config
 from gateway.surfaces.slack import SlackSurface
 from gateway.surfaces.telegram import TelegramSurface
+from store.artifacts import Artifacts
 from tests.fixtures.model import FakeModel, reply, tool_call
 from tests.fixtures.slack import ApiCall, FakeSlack
 from tests.support import side_effects
@@ -98,8 +99,10 @@ async def test_telegram_never_fetches_a_strangers_attachments(tg: FakeBot, teleg
         # The reply to the owner: the file was saved before the turn.
         await tg.wait_calls("sendMessage", where=lambda c: c.params["chat_id"] == OWNER_ID)
         assert len(tg.sent("getFile")) == 1
-        [saved] = [p for p in (tmp_path / "attachments").rglob("*") if p.is_file()]
-        assert saved.name.endswith("-mine.pdf") and saved.read_bytes() == b"%PDF"
+        # the turn moved the download into the artifact store
+        [saved] = await Artifacts(gw.store, gw.config.data_dir / "artifacts", max_file_bytes=1 << 30,
+                                  max_daily_bytes=1 << 30).for_session(f"telegram:{OWNER_ID}")
+        assert saved.name.endswith("mine.pdf") and Path(saved.path).read_bytes() == b"%PDF"
 
 
 async def test_slack_never_fetches_a_strangers_files(slack_gateway: Gateway, slack_fake: FakeSlack,

@@ -179,4 +179,4 @@ def test_syntax_the_scanner_does_not_follow_runs_ungated(pattern):
 def test_every_registered_keyword_but_a_few_short_ones_is_gated():
     ungated = [k for ts in TOOLSETS for k in ts.keywords
                if (n := keywords.needles_of(k)[0]) is None or min(len(x.encode()) for x in n) < 3]
-    assert len(ungated) <= 5, ungated
+    assert len(ungated) <= 7, ungated  # "at", "in", "cc", and the two-letter commands df, du, ls

@@ -21,7 +21,7 @@ from zoneinfo import ZoneInfo
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from store.db import Store
-from store.records import Origin
+from store.records import Attachment, Origin
 
 
 class Risk(StrEnum):
@@ -70,12 +70,15 @@ class Descriptor(BaseModel):
     def for_call(self, requested: ExecutionPolicy) -> "Descriptor":
         """This descriptor for one call whose arguments asked for `requested` (a tool's call policy,
         see `Tool.call_policy`). A call may always be made stricter. The one loosening is
-        `change_plan` -> `audit`, for a call its tool classified as read-only (an allowlisted `ls`): it
-        then runs at once, recorded, with no approval of any kind. `force_change_plan` never loosens."""
+        `confirm`/`change_plan` -> `audit`, for a call its tool classified as having no effect to approve
+        (an allowlisted `ls`, a skills reload): it then runs at once, recorded, with no approval of any
+        kind. `force_change_plan` and `approval = always` never loosen."""
         order = list(ExecutionPolicy)
         if order.index(requested) > order.index(self.execution):
             return self.model_copy(update={"execution": requested})
-        if self.execution is ExecutionPolicy.CHANGE_PLAN and requested is ExecutionPolicy.AUDIT:
+        loosenable = self.execution in (ExecutionPolicy.CONFIRM, ExecutionPolicy.CHANGE_PLAN) \
+            and self.approval is not ApprovalPolicy.ALWAYS
+        if loosenable and requested is ExecutionPolicy.AUDIT:
             return self.model_copy(update={"execution": ExecutionPolicy.AUDIT, "approval": ApprovalPolicy.NONE})
         return self
 
@@ -115,9 +118,14 @@ class ToolContext(Protocol):
         or None when it is not configured."""
         ...
 
-    async def send(self, text: str, origin: Origin | None = None) -> int:
+    async def send(self, text: str, origin: Origin | None = None, attachment: Attachment | None = None) -> int:
         """Queue a message to the current origin (or `origin`, which must belong to the current user);
-        returns the outbox id."""
+        returns the outbox id. With `attachment` (a file under the data directory) `text` is its caption."""
+        ...
+
+    def show_image(self, part: dict[str, Any]) -> None:
+        """Show the model an image after this tool round (`part` as `gateway.media.image_part` makes it);
+        only for a vision model (the "vision" service exists)."""
         ...
 
     async def ask(self, question: str, options: list[str]) -> int:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from toolsets import artifact
 from toolsets import automation
 from toolsets import calendar
 from toolsets import email
 from toolsets import file
 from toolsets import terminal
+from toolsets import tts
 from toolsets import clarify, memory, messaging, sessions, tasks
+from toolsets import skills
+from toolsets import subagents
 from toolsets import web
 from toolsets.base import Tool, Toolset
 
@@ -20,9 +24,13 @@ TOOLSETS: list[Toolset] = [
     clarify.TOOLSET,
     calendar.TOOLSET,
     email.TOOLSET,
+    skills.TOOLSET,
+    subagents.TOOLSET,
     web.TOOLSET,
     file.TOOLSET,
     terminal.TOOLSET,
+    artifact.TOOLSET,
+    tts.TOOLSET,
 ]
 
 

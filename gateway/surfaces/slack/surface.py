@@ -18,7 +18,7 @@ from typing import Any
 
 import aiohttp
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltRequest
-from slack_sdk.errors import SlackApiError
+from slack_sdk.errors import SlackApiError, SlackRequestError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from gateway.config import SlackConfig
@@ -30,7 +30,7 @@ from gateway.surfaces.slack.format import escape, mrkdwn_chunks, to_mrkdwn
 from gateway.surfaces.text import split_text
 from gateway.surfaces.slack.health import SocketConnection
 from gateway.surfaces.slack.http import HttpReceiver
-from store.records import Origin, Outbound, OutboxItem
+from store.records import Attachment, Origin, Outbound, OutboxItem
 
 log = logging.getLogger(__name__)
 
@@ -182,6 +182,8 @@ class SlackSurface(Surface):
         out = item.outbound
         if edit_platform_id is not None:
             return await self._edit(client, edit_platform_id, out)
+        if out.attachment is not None:
+            return await self._upload(client, out, out.attachment)
         if out.preformatted:  # plain_text sections: no link syntax, no markup, shown exactly as written
             chunks = split_text(out.text, SECTION_LIMIT, verbatim=True)
         else:
@@ -205,6 +207,23 @@ class SlackSurface(Surface):
         del self._posted[item.id]
         log.info("slack_delivered item=%d channel=%s parts=%d", item.id, out.origin.chat_id, len(chunks))
         return f"{out.origin.chat_id}:{posted[-1]}"
+
+    async def _upload(self, client: AsyncWebClient, out: Outbound, attachment: Attachment) -> str:
+        """A file upload (files_upload_v2) into the conversation, the text as its comment."""
+        try:
+            data = await asyncio.to_thread(Path(attachment.path).read_bytes)
+        except OSError as exc:  # the artifact was deleted meanwhile: nothing to retry
+            raise DeliveryError(f"attachment {attachment.name} cannot be read: {exc.strerror}", transient=False) from None
+        try:
+            with _delivery_errors():
+                response = await client.files_upload_v2(
+                    channel=out.origin.chat_id, thread_ts=out.origin.thread_id, file=data, filename=attachment.name,
+                    title=attachment.name, initial_comment=to_mrkdwn(out.text) if out.text.strip() else None)
+        except SlackRequestError as exc:  # the upload step itself failed (not a Web API answer)
+            raise DeliveryError(f"slack: file upload failed: {exc}", transient=True) from exc
+        file_id = str((response.get("file") or {}).get("id", ""))
+        log.info("slack_uploaded channel=%s file=%s bytes=%d", out.origin.chat_id, file_id, len(data))
+        return f"{out.origin.chat_id}:{file_id}"
 
     async def _edit(self, client: AsyncWebClient, platform_id: str, out: Outbound) -> str:
         channel, _, ts = platform_id.partition(":")

@@ -9,14 +9,16 @@ message; an edit text longer than one message keeps its end.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dtm
 import functools
 import logging
 import warnings
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import TypeVar
 
-from telegram import Bot, ReplyParameters
+from telegram import Bot, Message, ReplyParameters
 from telegram.constants import ParseMode
 from telegram.error import BadRequest, ChatMigrated, Forbidden, InvalidToken, NetworkError, RetryAfter, TelegramError
 from telegram.warnings import PTBDeprecationWarning
@@ -25,11 +27,12 @@ from gateway.surfaces.base import DeliveryError
 from gateway.surfaces.telegram.format import escape, to_html
 from gateway.surfaces.telegram.keyboard import keyboard
 from gateway.surfaces.text import split_text
-from store.records import Origin, Outbound, OutboxItem
+from store.records import Attachment, Origin, Outbound, OutboxItem
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+CAPTION_LIMIT = 1024  # characters of a file's caption
 
 
 def target(origin: Origin) -> tuple[int | str, int | None]:
@@ -76,11 +79,13 @@ class Sender:
     async def deliver(self, item: OutboxItem, edit_platform_id: str | None) -> str:
         """Send (or edit) the item's message; returns the platform message id. Raises DeliveryError."""
         outbound = item.outbound
-        if not outbound.text.strip():
+        if not outbound.text.strip() and outbound.attachment is None:
             raise DeliveryError("empty message", transient=False)
         try:
             if edit_platform_id is not None:
                 return await self._edit(outbound, int(edit_platform_id))
+            if outbound.attachment is not None:
+                return await self._send_file(outbound, outbound.attachment)
             return await self._send(item.id, outbound)
         except TelegramError as exc:
             error = delivery_error(exc)
@@ -108,6 +113,27 @@ class Sender:
         self._parts_sent.pop(item_id, None)
         log.debug("telegram_sent chat=%s parts=%s message=%s", chat, len(parts), last_id)
         return str(last_id)
+
+    async def _send_file(self, outbound: Outbound, attachment: Attachment) -> str:
+        """An OGG/Opus file as a voice note (sendVoice), anything else as a document; the text is the
+        caption (cut to Telegram's caption limit)."""
+        chat, thread = target(outbound.origin)
+        try:
+            data = await asyncio.to_thread(Path(attachment.path).read_bytes)
+        except OSError as exc:  # the artifact was deleted meanwhile: nothing to retry
+            raise DeliveryError(f"attachment {attachment.name} cannot be read: {exc.strerror}", transient=False) from None
+        caption = outbound.text if len(outbound.text) <= CAPTION_LIMIT else outbound.text[:CAPTION_LIMIT - 1] + "…"
+        method = self.bot.send_voice if attachment.mime_type == "audio/ogg" else self.bot.send_document
+        field = "voice" if attachment.mime_type == "audio/ogg" else "document"
+        send = functools.partial(method, chat, **{field: data}, filename=attachment.name, message_thread_id=thread,
+                                 reply_markup=keyboard(outbound.buttons))
+
+        async def with_caption(text: str, parse_mode: str | None) -> Message:
+            return await send(caption=text, parse_mode=parse_mode)
+
+        message = await self._formatted(with_caption, caption) if caption.strip() else await send()
+        log.debug("telegram_sent_file chat=%s kind=%s message=%s", chat, field, message.message_id)
+        return str(message.message_id)
 
     async def _edit(self, outbound: Outbound, message_id: int) -> str:
         chat, _ = target(outbound.origin)

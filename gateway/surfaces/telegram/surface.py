@@ -50,7 +50,7 @@ _SECRET_TOKEN = re.compile(r"[A-Za-z0-9_-]{1,256}")
 _BOOTSTRAP_ATTEMPTS = 3  # setWebhook at start-up
 _ANSWER_LIMIT = 200  # characters Telegram shows in a callback answer
 _MESSAGES = filters.UpdateType.MESSAGE & (
-    filters.TEXT | filters.CAPTION | filters.PHOTO | filters.Document.ALL | filters.VOICE)
+    filters.TEXT | filters.CAPTION | filters.PHOTO | filters.Document.ALL | filters.VOICE | filters.AUDIO)
 
 
 class TelegramSurface(Surface):
