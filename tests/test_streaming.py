@@ -4,16 +4,12 @@ killed with SIGKILL mid-stream, then restarted."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from gateway.app import Gateway
 from gateway.config import Config
-from gateway.surfaces.slack import SlackSurface
 from gateway.surfaces.telegram import TelegramSurface
 from gateway.surfaces.telegram.format import to_html
 from gateway.surfaces.text import split_text
@@ -22,7 +18,7 @@ from tests.fixtures.model import FakeModel, cut_off, reply, tool_call
 from tests.fixtures.slack import FakeSlack
 from tests.support.model_stream import Pace
 from tests.support.resident import resident, run_config
-from tests.support.slack_events import APP_TOKEN, BOT_TOKEN, OWNER, dm, event_body
+from tests.support.slack_events import dm, event_body
 from tests.support.telegram_api import OWNER_ID, Call, FakeBot
 
 WORDS = ("Streaming shows the answer while the model is still writing it, so a long reply on a phone "
@@ -31,27 +27,11 @@ LONG = (WORDS * 4).strip()  # 100 words
 INTERVAL = 0.4  # the throttle the tests give the surfaces (1 s in production), so they run quickly
 
 
-@pytest.fixture
-def telegram_gateway(tg: FakeBot, make_config: Callable[..., Config], tmp_path: Path,
-                     monkeypatch: pytest.MonkeyPatch) -> Callable[..., contextlib.AbstractAsyncContextManager[Gateway]]:
-    """Factory: a started Gateway whose only surface is Telegram on the fake, throttled at INTERVAL."""
-    monkeypatch.setenv("ANYY_TOOL_RESULTS_DIR", str(tmp_path / "results"))
-
-    @contextlib.asynccontextmanager
-    async def start(**runtime: Any) -> AsyncIterator[Gateway]:
-        config = make_config(telegram={"base_url": tg.base_url, "base_file_url": tg.base_file_url,
-                                       "poll_timeout_s": 10, "allowed_users": [OWNER_ID]}, runtime=runtime)
-        assert config.telegram is not None
-        surface = TelegramSurface(config.telegram, tg.token, tmp_path)
-        surface.live_interval_s = INTERVAL
-        gw = Gateway(config, surfaces=[surface])
-        await gw.start()
-        try:
-            yield gw
-        finally:
-            await gw.stop()
-
-    return start
+def throttled(gw: Gateway) -> Gateway:
+    """Give the gateway's surface the test throttle (read at every turn, so setting it after start works)."""
+    for surface in gw.surfaces:
+        surface.live_interval_s = INTERVAL  # type: ignore[attr-defined]
+    return gw
 
 
 def writes(tg: FakeBot) -> list[Call]:
@@ -79,6 +59,7 @@ async def test_telegram_reply_streams_into_one_message_edited_to_the_final_text(
     model.pace = Pace(first_token_s=0.2, tokens_per_s=40)  # 100 words: 2.5 s of streaming
     model.script(reply(LONG))
     async with telegram_gateway() as gw:
+        throttled(gw)
         tg.message("explain streaming")
         [first] = await tg.wait_calls("sendMessage")
         assert len(first.params["text"]) < len(LONG)  # sent while the model was still writing
@@ -93,6 +74,7 @@ async def test_telegram_reply_streams_into_one_message_edited_to_the_final_text(
 
 async def test_short_reply_is_one_send_and_no_edit(tg: FakeBot, model: FakeModel, telegram_gateway: Any) -> None:
     async with telegram_gateway() as gw:
+        throttled(gw)
         tg.message("hi")
         await tg.wait_calls("sendMessage")
         await gw.idle()
@@ -104,6 +86,7 @@ async def test_streamed_tool_call_runs_once(tg: FakeBot, model: FakeModel, teleg
     model.script(tool_call("task_create", {"title": "buy milk"}, text="Let me add that to your tasks right away."),
                  reply("Added **buy milk** to your tasks. " + WORDS))
     async with telegram_gateway() as gw:
+        throttled(gw)
         tg.message("add a task: buy milk")
         final = "Added buy milk to your tasks. " + WORDS.strip()
         await tg.wait(lambda: shown(tg) == [final], timeout=10, what="the final text")
@@ -119,6 +102,7 @@ async def test_model_error_mid_stream_is_marked_in_the_message(tg: FakeBot, mode
     model.pace = Pace(tokens_per_s=100)
     model.script(cut_off(LONG, after=40), reply("a silent restart would show this"))
     async with telegram_gateway() as gw:
+        throttled(gw)
         tg.message("explain streaming")
         await tg.wait(lambda: shown(tg) and "⚠️" in shown(tg)[0], timeout=10, what="the cut-off note")
         await gw.idle()
@@ -133,6 +117,7 @@ async def test_long_reply_continues_in_a_new_message(tg: FakeBot, model: FakeMod
     model.pace = Pace(tokens_per_s=1000)
     model.script(reply(text))
     async with telegram_gateway() as gw:
+        throttled(gw)
         tg.message("write a lot")
         expected = [words(p) for p in split_text(text, TelegramSurface.max_text - 8)]
         await tg.wait(lambda: [words(s) for s in shown(tg)] == expected, timeout=15, what="two final messages")
@@ -149,7 +134,7 @@ def test_groups_are_edited_less_often(tg: FakeBot, tmp_path: Path) -> None:
 
 async def test_stream_false_sends_whole_replies(tg: FakeBot, model: FakeModel, telegram_gateway: Any) -> None:
     model.script(reply(LONG))
-    async with telegram_gateway(stream=False) as gw:
+    async with telegram_gateway(runtime={"stream": False}) as gw:
         tg.message("explain streaming")
         await tg.wait_calls("sendMessage")
         await gw.idle()
@@ -157,24 +142,15 @@ async def test_stream_false_sends_whole_replies(tg: FakeBot, model: FakeModel, t
     assert model.requests[0].body["stream"] is False
 
 
-async def test_slack_reply_streams_with_chat_update(slack_fake: FakeSlack, model: FakeModel, tmp_path: Path,
-                                                    make_config: Callable[..., Config],
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("ANYY_TOOL_RESULTS_DIR", str(tmp_path / "results"))
-    config = make_config(slack={"base_url": slack_fake.base_url, "allowed_users": [OWNER], "socket_stale_s": 30})
-    assert config.slack is not None
-    surface = SlackSurface(config.slack, BOT_TOKEN, APP_TOKEN, None, tmp_path)
-    surface.live_interval_s = INTERVAL
+async def test_slack_reply_streams_with_chat_update(slack_fake: FakeSlack, model: FakeModel,
+                                                    slack_gateway: Any) -> None:
     model.pace = Pace(first_token_s=0.2, tokens_per_s=40)
     model.script(reply(LONG))
-    gw = Gateway(config, surfaces=[surface])
-    await gw.start()
-    try:
+    async with slack_gateway() as gw:
+        throttled(gw)
         await slack_fake.send_envelope("events_api", event_body(dm("explain streaming")))
         await slack_fake.calls.wait(lambda c: c.method == "chat.update" and c.args.get("text") == LONG, timeout=10)
         await gw.idle()
-    finally:
-        await gw.stop()
     calls = slack_fake.calls.items(lambda c: c.method in ("chat.postMessage", "chat.update") and c.ok)
     [post] = [c for c in calls if c.method == "chat.postMessage"]
     assert len(post.args["text"]) < len(LONG) and len(calls) >= 4
