@@ -1,8 +1,9 @@
 """The Gateway: wires the store, model, runtime, approvals, outbox, scheduler and surfaces together.
 
 `Gateway.start()` brings everything up in one event loop; a surface that fails to start is reported
-and the others keep running. With `resident=False` (an `anyy chat` while `anyy run` holds the data
-directory) the gateway neither fires schedules nor recovers other processes' turns.
+and the others keep running. With `resident=False` (an `anyy chat` while `anyy run` holds the store)
+the gateway neither fires schedules nor recovers other processes' turns. Every gateway renews the leases
+on the work it owns; a resident one also takes over, periodically, work whose owner has stopped.
 """
 
 from __future__ import annotations
@@ -24,9 +25,11 @@ from gateway.runtime import Runtime
 from gateway.services import build_services
 from gateway.surfaces.base import Surface
 from gateway.toolcalls import ToolCaller
+from store import leases
 from store.audit import Audit
 from store.db import Store
-from store.records import ApprovalRecord, AutomationRecord, Inbound, Origin, utcnow
+from store.journal import ToolJournal
+from store.records import ApprovalRecord, AutomationRecord, Inbound, Origin, parse_iso
 from toolsets.base import Toolset
 from toolsets.registry import TOOLSETS
 
@@ -71,10 +74,10 @@ class Gateway:
         await self.store.open()
         self.access = Access(self.store, self.config)
         tools = {t.name: t for ts in self.toolsets for t in ts.tools}
-        self.approvals = ApprovalService(self.store, self.config, tools, self.outbox.enqueue, self._context_for,
-                                         self._on_outcome)
+        self.approvals = ApprovalService(self.store, self.config, tools, self.outbox.enqueue, self.outbox.wake,
+                                         self._context_for, self._on_outcome)
         caller = ToolCaller(tools, Policy(self.config.tool_governance, self.config.approvals), self.approvals,
-                            Audit(self.store), self.access.deciders)
+                            Audit(self.store), self.access.deciders, ToolJournal(self.store))
         self.services.update(await build_services(self))
         self.runtime = Runtime(self.store, self.config, self.model, self.toolsets, self.services, self.outbox, caller,
                                self.access)
@@ -89,6 +92,7 @@ class Gateway:
             scheduler = self.services.get("automations")
             if scheduler is not None:
                 await scheduler.start()
+        self._background.append(asyncio.create_task(self._keep_leases(), name="leases"))
         for surface in self.surfaces:
             await self._start_surface(surface)
         self.outbox.start({s.name: s for s in self.surfaces})
@@ -131,6 +135,21 @@ class Gateway:
             await self.model.aclose()
         await self.store.close()
 
+    async def _keep_leases(self) -> None:
+        """Renew this process's leases; a resident process also takes over work whose owner stopped
+        (an `anyy chat` that was killed while `anyy run` kept running)."""
+        renewals = 0
+        while True:
+            await asyncio.sleep(leases.LEASE_S / 3)
+            try:
+                await self.store.run(leases.renew)
+                renewals += 1
+                if self.resident and self.runtime.accepting and renewals % 3 == 0:
+                    await self.approvals.recover()
+                    await self.runtime.recover()
+            except Exception:
+                log.exception("lease_renewal_failed")
+
     async def _settle(self) -> None:
         """Wait until no turn or approval execution is running (each may start the other)."""
         while True:
@@ -169,12 +188,13 @@ class Gateway:
             return f"You chose: {value}"
         return "Unknown button."
 
-    async def run_prompt(self, rec: AutomationRecord) -> str:
-        """A prompt automation's model turn, in its own session without the automation toolset (so
-        automations cannot multiply themselves)."""
+    async def run_prompt(self, rec: AutomationRecord, slot: str) -> str:
+        """A prompt automation's model turn for its scheduled `slot`, in its own session without the
+        automation toolset (so automations cannot multiply themselves). The turn id is derived from
+        (automation, slot): a run re-delivered after a crash continues its own turn instead of repeating it."""
         session = await self.runtime.sessions.get_or_create(f"automation:{rec.id}", rec.origin, rec.user_key,
                                                             kind="automation")
-        turn_id = f"auto-{rec.id}-{utcnow().strftime('%Y%m%dT%H%M%S%f')}"
+        turn_id = f"auto-{rec.id}-{parse_iso(slot).strftime('%Y%m%dT%H%M%S%f')}"
         text = await self.runtime.model_turn(session, turn_id, user_text=rec.action.get("prompt", ""),
                                              exclude={"automation"})
         return text or ""

@@ -1,6 +1,8 @@
 """One tool call from the model: parse, validate, apply policy, run or hold, cut to budget.
 
-Nothing here raises into the turn loop: every failure becomes a tool result the model can read.
+Nothing here raises into the turn loop: every failure becomes a tool result the model can read. A call
+with an effect (any risk but `read`) is journalled as started just before it runs; the runtime completes
+the journal entry when it stores the result (`store.journal`).
 """
 
 from __future__ import annotations
@@ -12,13 +14,15 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from gateway import checkpoints
 from gateway.approvals import ApprovalService, sha256_text
 from gateway.context import TurnContext
 from gateway.policy import Policy, Verdict
 from gateway.results import apply_budget
 from store.audit import Audit
+from store.journal import ToolJournal
 from store.records import AuditEvent, ToolCallRecord, dumps
-from toolsets.base import Tool, ToolError
+from toolsets.base import Risk, Tool, ToolError
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +32,7 @@ class CallOutcome(BaseModel):
     stored: str  # what the transcript keeps
     meta: dict[str, Any] = {}
     ok: bool = True
+    journal: str | None = None  # "done" when the call was journalled as started: storing completes it
 
 
 def render(value: Any) -> str:
@@ -48,12 +53,13 @@ def validation_message(tool: Tool, exc: ValidationError) -> str:
 
 class ToolCaller:
     def __init__(self, tools: dict[str, Tool], policy: Policy, approvals: ApprovalService, audit: Audit,
-                 deciders: Any) -> None:
+                 deciders: Any, journal: ToolJournal) -> None:
         self.tools = tools
         self.policy = policy
         self.approvals = approvals
         self.audit = audit
         self.deciders = deciders  # callable: surface -> list of user keys
+        self.journal = journal
 
     async def run(self, ctx: TurnContext, call: ToolCallRecord, visible: dict[str, Tool]) -> CallOutcome:
         """Run one call against the tools visible this round (name -> tool)."""
@@ -87,6 +93,9 @@ class ToolCaller:
             text = (f"Awaiting approval {rec.id}: the owner has been shown exactly this call and asked to approve "
                     "it. Do not call it again; the outcome will arrive as an event.")
             return CallOutcome(visible=text, stored=text, meta={"approval_id": rec.id})
+        journalled = descriptor.risk is not Risk.READ
+        if journalled:
+            await self.journal.start(ctx.session_id, ctx.turn_id, call.id, tool.name, sha256_text(dumps(plain)))
         try:
             text, ok = render(await tool.call(ctx, args)), True
         except ToolError as exc:
@@ -94,6 +103,7 @@ class ToolCaller:
         except Exception as exc:
             log.exception("tool_crashed tool=%s", tool.name)
             text, ok = f"Error: {tool.name} failed unexpectedly ({type(exc).__name__}: {exc}).", False
+        await checkpoints.reached("tool.ran")
         if verdict is Verdict.RUN_AUDITED:
             await self._audit(ctx, tool, plain, "tool.run" if ok else "tool.failed", reason)
         budget = descriptor.output_budget
@@ -101,7 +111,8 @@ class ToolCaller:
             result = await asyncio.to_thread(apply_budget, text, budget, call_id=call.id, ok=ok)
         else:
             result = apply_budget(text, budget, call_id=call.id, ok=ok)
-        return CallOutcome(visible=result.visible, stored=result.stored, meta=result.meta, ok=ok)
+        return CallOutcome(visible=result.visible, stored=result.stored, meta=result.meta, ok=ok,
+                           journal="done" if journalled else None)
 
     @staticmethod
     def _error(text: str) -> CallOutcome:

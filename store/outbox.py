@@ -28,18 +28,7 @@ class Outbox:
     async def enqueue(self, outbound: Outbound, dedupe_key: str | None = None) -> int:
         """Add a message; with a dedupe key seen before, returns the existing row's id instead."""
 
-        def op(db: Database) -> int:
-            cur = db.execute(
-                "INSERT OR IGNORE INTO outbox (dedupe_key, surface, chat_id, thread_id, payload, state, created_at)"
-                " VALUES (?, ?, ?, ?, ?, 'pending', ?)",
-                [dedupe_key, outbound.origin.surface, outbound.origin.chat_id, outbound.origin.thread_id,
-                 outbound.model_dump_json(), iso(utcnow())],
-            )
-            if cur.rowcount:
-                return int(cur.lastrowid or 0)
-            return int(db.execute("SELECT id FROM outbox WHERE dedupe_key = ?", [dedupe_key]).fetchone()[0])
-
-        return await self.store.run(op)
+        return await self.store.run(lambda db: add_outbound(db, outbound, dedupe_key))
 
     async def get(self, item_id: int) -> OutboxItem | None:
         def op(db: Database) -> OutboxItem | None:
@@ -74,3 +63,17 @@ class Outbox:
     async def mark_failed(self, item_id: int, error: str) -> None:
         await self.store.run(lambda db: db.execute(
             "UPDATE outbox SET state = 'failed', attempts = attempts + 1, error = ? WHERE id = ?", [error, item_id]))
+
+
+def add_outbound(db: Database, outbound: Outbound, dedupe_key: str | None = None) -> int:
+    """`Outbox.enqueue` on the store thread, for a caller that writes the row in its own transaction
+    (an approval and its prompt). The caller wakes the dispatcher afterwards."""
+    cur = db.execute(
+        "INSERT OR IGNORE INTO outbox (dedupe_key, surface, chat_id, thread_id, payload, state, created_at)"
+        " VALUES (?, ?, ?, ?, ?, 'pending', ?)",
+        [dedupe_key, outbound.origin.surface, outbound.origin.chat_id, outbound.origin.thread_id,
+         outbound.model_dump_json(), iso(utcnow())],
+    )
+    if cur.rowcount:
+        return int(cur.lastrowid or 0)
+    return int(db.execute("SELECT id FROM outbox WHERE dedupe_key = ?", [dedupe_key]).fetchone()[0])

@@ -38,9 +38,9 @@ async def test_inbound_redelivery_is_a_noop(store):
     first = await log.accept(msg, "telegram:update:5")
     second = await log.accept(msg, "telegram:update:5")
     assert first is not None and second is None
-    assert [i for i, _ in await log.pending()] == [first]
+    assert [i for i, _ in await log.take_over()] == [first]
     await log.done(first)
-    assert await log.pending() == []
+    assert await log.take_over() == []
 
 
 async def test_outbox_dedupe_key_enqueues_once(store):
@@ -58,6 +58,7 @@ async def test_approval_decided_once_under_concurrency(store):
     await appr.create(ApprovalRecord(
         id="ap1", session_id="s", origin=Origin(surface="console", chat_id="c"), requester="console:me",
         deciders=["console:me"], tool="t", tool_call_id="c1", args_json="{}", args_sha256="x", execution="confirm",
-        preview="p", state="pending", created_at=now, expires_at=now))
+        preview="p", state="pending", created_at=now, expires_at=now),
+        Outbound(origin=Origin(surface="console", chat_id="c"), text="approve?"))
     results = await asyncio.gather(*[appr.transition("ap1", ("pending",), "approved", "console:me") for _ in range(10)])
     assert sum(r is not None for r in results) == 1
