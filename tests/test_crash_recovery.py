@@ -173,3 +173,20 @@ async def test_a_resident_start_leaves_a_live_chat_turn_alone(tmp_path, cfg, env
     finally:
         await chat.kill()
         await resident.terminate()
+
+
+async def test_a_resident_start_leaves_a_live_chat_execution_alone(cfg, env, model, smtp_recorder: SmtpRecorder):
+    approval_id = await held_email(cfg, env, model)
+    resident = await start("run", cfg, env, close_stdin=False)
+    await resident.wait_for_stderr("No chat surface is configured")
+    chat = await start("chat", cfg, env, lines=[f"/approve {approval_id}"], pause_at="approval.claimed")
+    try:
+        await chat.wait_paused("approval.claimed")
+        assert await resident.terminate() == 0
+        resident = await start("run", cfg, env, close_stdin=False)
+        await resident.wait_for_stderr("No chat surface is configured")
+        assert await rows(cfg, "SELECT state FROM approvals") == [("executing",)]  # not marked unknown
+    finally:
+        await chat.kill()
+        await resident.terminate()
+    assert smtp_recorder.received == []
