@@ -19,10 +19,10 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from gateway import checkpoints
 from gateway.access import Access
 from gateway.background import Background
 from gateway.config import Config
-from gateway import checkpoints
 from gateway.context import TurnContext
 from gateway.history import UNKNOWN_OUTCOME, HistoryWindows, to_chat
 from gateway.llm.types import ChatMessage, ModelClient, ModelUnavailable, ToolSchema
