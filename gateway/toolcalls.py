@@ -91,7 +91,9 @@ class ToolCaller:
                 await self._audit(ctx, tool, plain, "tool.refused", f"preview failed: {exc}")
                 return self._error(f"Error: {exc}")
             text = (f"Awaiting approval {rec.id}: the owner has been shown exactly this call and asked to approve "
-                    "it. Do not call it again; the outcome will arrive as an event.")
+                    "it. Do not call it again; the outcome will arrive as an event.") if rec.state == "pending" else (
+                f"Approval {rec.id} for this call (held before a restart) is already {rec.state}; its outcome "
+                "arrives as an event. Do not call it again.")
             return CallOutcome(visible=text, stored=text, meta={"approval_id": rec.id})
         journalled = descriptor.risk is not Risk.READ
         if journalled:

@@ -61,9 +61,12 @@ def owner_alive(owner: str) -> bool:
 
 
 def takeable(owner: str | None, until: str | None) -> bool:
-    """Whether work owned by `owner` under a lease until `until` may be taken over by this process."""
-    if owner is None or owner == OWNER:
+    """Whether work owned by `owner` under a lease until `until` may be taken over by this process
+    (never its own: that is running here, or was left for the next start while shutting down)."""
+    if owner is None:
         return True
+    if owner == OWNER:
+        return False
     return until is None or parse_iso(until) <= utcnow() or not owner_alive(owner)
 
 

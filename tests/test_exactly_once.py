@@ -13,9 +13,13 @@ import pytest
 from gateway import checkpoints
 from gateway.history import UNKNOWN_OUTCOME, fit_history
 from store import leases
+from store.approvals import Approvals
 from store.records import AutomationRecord, MessageRecord, ToolCallRecord, iso, utcnow
 from tests.fixtures.model import reply, tool_call
+from tests.support import side_effects
 from tests.support.model_wire import wire_problem
+from tests.support.side_effects import TESTING
+from toolsets.registry import TOOLSETS
 
 SOON, PAST = iso(utcnow() + timedelta(minutes=5)), iso(utcnow() - timedelta(seconds=1))
 
@@ -39,7 +43,7 @@ def test_a_call_without_a_result_stays_in_view_paired_with_an_unknown_outcome():
 
 
 async def test_leases_let_only_stopped_owners_work_be_taken_over():
-    assert leases.takeable(None, None) and leases.takeable(leases.OWNER, SOON)
+    assert leases.takeable(None, None) and not leases.takeable(leases.OWNER, PAST)  # never our own work
     assert not leases.takeable("elsewhere/123/456", SOON)  # another host: trusted until its lease lapses
     assert leases.takeable("elsewhere/123/456", PAST)
     live = await asyncio.create_subprocess_exec(sys.executable, "-c", "import time; time.sleep(60)")
@@ -75,3 +79,21 @@ async def test_a_prompt_automation_rerun_for_the_same_slot_continues_its_turn(st
     assert [m["content"] for m in last if m["role"] == "tool"] == [UNKNOWN_OUTCOME]
     assert last[-1]["role"] == "tool"  # the continuation of the turn, not the prompt asked a second time
     assert [m["content"] for m in last if m["role"] == "user"] == ["add milk to my tasks"]
+
+
+async def test_periodic_recovery_leaves_this_process_s_running_work_alone(start_console, model):
+    harness = await start_console(toolsets=[*TOOLSETS, TESTING])
+    side_effects.reset()
+    model.script(tool_call("side_effect", {"note": "n1"}), reply("Asked."))
+    await harness.say("please do the side effect")
+    (pending,) = await Approvals(harness.gw.store).list(("pending",))
+
+    async def recover_meanwhile() -> None:  # the resident's 30 s recovery tick, mid-execution
+        await harness.gw.approvals.recover()
+        await harness.gw.runtime.recover()
+
+    with checkpoints.intercept("approval.claimed", recover_meanwhile):
+        await harness.say(f"/approve {pending.id}")
+    assert (await Approvals(harness.gw.store).get(pending.id)).state == "succeeded"  # type: ignore[union-attr]
+    assert side_effects.EXECUTED == ["n1"]
+    side_effects.reset()

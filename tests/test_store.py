@@ -38,9 +38,14 @@ async def test_inbound_redelivery_is_a_noop(store):
     first = await log.accept(msg, "telegram:update:5")
     second = await log.accept(msg, "telegram:update:5")
     assert first is not None and second is None
+    assert await log.take_over() == []  # this process's own, running here
+    await store.run(lambda db: db.execute("UPDATE inbound_queue SET owner = 'elsewhere/1/1', lease_until = ?",
+                                          [iso(utcnow())]))  # another host's, its lease lapsed
     assert [i for i, _ in await log.take_over()] == [first]
+    assert await log.take_over() == []  # now ours
     await log.done(first)
-    assert await log.take_over() == []
+    await store.run(lambda db: db.execute("UPDATE inbound_queue SET owner = NULL"))
+    assert await log.take_over() == []  # done: nothing to take
 
 
 async def test_outbox_dedupe_key_enqueues_once(store):
