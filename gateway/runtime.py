@@ -220,13 +220,15 @@ class Runtime:
                 "Tell me how to continue, or narrow the request.")
 
     async def _run_call(self, ctx: TurnContext, session: SessionRecord, call: ToolCallRecord,
-                        loader: Tool) -> tuple[MessageRecord, str]:
-        """Run one call and store its result (completing its journal entry in the same transaction).
-        Returns the stored row and what the model sees now."""
+                        loader: Tool, *, resumed: bool = False) -> tuple[MessageRecord, str]:
+        """Run one call (`resumed`: one left without a result by a stopped process, never started) and
+        store its result, completing its journal entry in the same transaction. Returns the stored row
+        and what the model sees now."""
         # Recomputed per call: a load_toolsets earlier in the same reply makes its tools callable.
         visible = {t.name: t for name in ctx.loaded for t in ctx.available[name].tools}
         visible[loader.name] = loader
-        outcome = await self.caller.run(ctx, call, visible)
+        run = self.caller.resume if resumed else self.caller.run
+        outcome = await run(ctx, call, visible)
         result = MessageRecord(session_id=session.id, epoch=session.epoch, turn_id=ctx.turn_id, role="tool",
                                content=outcome.stored, tool_call_id=call.id, tool_name=call.name,
                                user_key=session.user_key, meta=outcome.meta)
@@ -247,7 +249,7 @@ class Runtime:
         out = []
         for call in calls:
             if call.id not in started:
-                out.append((await self._run_call(ctx, session, call, loader))[0])
+                out.append((await self._run_call(ctx, session, call, loader, resumed=True))[0])
                 continue
             log.warning("tool_outcome_unknown session=%s tool=%s call=%s", session.id, call.name, call.id)
             row = MessageRecord(session_id=session.id, epoch=session.epoch, turn_id=ctx.turn_id, role="tool",

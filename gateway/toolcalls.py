@@ -21,7 +21,7 @@ from gateway.policy import Policy, Verdict
 from gateway.results import apply_budget
 from store.audit import Audit
 from store.journal import ToolJournal
-from store.records import AuditEvent, ToolCallRecord, dumps
+from store.records import ApprovalRecord, AuditEvent, ToolCallRecord, dumps
 from toolsets.base import Risk, Tool, ToolError
 
 log = logging.getLogger(__name__)
@@ -49,6 +49,15 @@ def render(value: Any) -> str:
 def validation_message(tool: Tool, exc: ValidationError) -> str:
     problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(arguments)'}: {e['msg']}" for e in exc.errors())
     return f"Error: invalid arguments for {tool.name}: {problems}. Fix them and call again."
+
+
+def held(rec: ApprovalRecord) -> CallOutcome:
+    """The immediate result of a held call."""
+    text = (f"Awaiting approval {rec.id}: the owner has been shown exactly this call and asked to approve "
+            "it. Do not call it again; the outcome will arrive as an event.") if rec.state == "pending" else (
+        f"Approval {rec.id} for this call (held before a restart) is already {rec.state}; its outcome "
+        "arrives as an event. Do not call it again.")
+    return CallOutcome(visible=text, stored=text, meta={"approval_id": rec.id})
 
 
 class ToolCaller:
@@ -90,11 +99,7 @@ class ToolCaller:
             except ToolError as exc:  # the preview found the call impossible (sent draft, server down)
                 await self._audit(ctx, tool, plain, "tool.refused", f"preview failed: {exc}")
                 return self._error(f"Error: {exc}")
-            text = (f"Awaiting approval {rec.id}: the owner has been shown exactly this call and asked to approve "
-                    "it. Do not call it again; the outcome will arrive as an event.") if rec.state == "pending" else (
-                f"Approval {rec.id} for this call (held before a restart) is already {rec.state}; its outcome "
-                "arrives as an event. Do not call it again.")
-            return CallOutcome(visible=text, stored=text, meta={"approval_id": rec.id})
+            return held(rec)
         journalled = descriptor.risk is not Risk.READ
         if journalled:
             await self.journal.start(ctx.session_id, ctx.turn_id, call.id, tool.name, sha256_text(dumps(plain)))
@@ -115,6 +120,12 @@ class ToolCaller:
             result = apply_budget(text, budget, call_id=call.id, ok=ok)
         return CallOutcome(visible=result.visible, stored=result.stored, meta=result.meta, ok=ok,
                            journal="done" if journalled else None)
+
+    async def resume(self, ctx: TurnContext, call: ToolCallRecord, visible: dict[str, Tool]) -> CallOutcome:
+        """A call found without a result when its turn is re-run, that never started: the approval that
+        already holds it (whatever policy says now), or else a normal run."""
+        rec = await self.approvals.repo.for_call(ctx.session_id, ctx.turn_id, call.id)
+        return held(rec) if rec is not None else await self.run(ctx, call, visible)
 
     @staticmethod
     def _error(text: str) -> CallOutcome:
