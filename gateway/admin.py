@@ -71,19 +71,25 @@ async def tools(config: Config, args: argparse.Namespace) -> int:
     rows = [{"toolset": ts.name, "tool": t.name, "risk": str(t.descriptor.risk),
              "approval": str(t.descriptor.approval), "execution": str(t.descriptor.execution),
              "visible_chars": t.descriptor.output_budget.visible_chars,
-             "requires": ts.requires, "available": ts.requires is None or _configured(config, ts.requires)}
+             "requires": t.requires or ts.requires,
+             "available": all(_configured(config, r) for r in (ts.requires, t.requires) if r is not None)}
             for ts in TOOLSETS for t in ts.tools]
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
     for r in rows:
-        note = "" if r["available"] else f"  (needs [{r['requires']}])"
+        needs = "[web] search" if r["requires"] == "web_search" else f"[{r['requires']}]"
+        note = "" if r["available"] else f"  (needs {needs})"
         print(f"{r['toolset']:<11} {r['tool']:<20} {r['risk']:<13} {r['approval']:<7} {r['execution']}{note}")
     return 0
 
 
 def _configured(config: Config, requires: str) -> bool:
-    return requires == "automations" or getattr(config, requires, None) is not None
+    if requires == "web_search":
+        return config.web.search != "none"
+    if requires == "terminal":
+        return config.terminal.enabled
+    return requires in ("automations", "web", "workspace") or getattr(config, requires, None) is not None
 
 
 async def approvals_list(config: Config, args: argparse.Namespace) -> int:

@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from connectors.web.hosts import normalise_pattern
 
 
 class ConfigError(Exception):
@@ -125,8 +127,72 @@ class CalendarConfig(Section):
     timeout_s: float = Field(30, gt=0)
 
 
+class WebConfig(Section):
+    """The web toolset. Without a [web] section: fetch and extract of public pages, no search."""
+
+    search: Literal["searxng", "brave", "tavily", "none"] = "none"
+    searxng_url: str = "http://127.0.0.1:8888"
+    api_key_env: str = Field("", description="for brave / tavily; default BRAVE_API_KEY / TAVILY_API_KEY")
+    allow_private_urls: bool = False
+    allowed_hosts: list[str] = Field(default_factory=list)
+    denied_hosts: list[str] = Field(default_factory=list)
+    max_bytes: int = Field(5_000_000, ge=10_000, le=100_000_000)
+    timeout_s: float = Field(20, gt=0, le=300)
+
+    @field_validator("allowed_hosts", "denied_hosts")
+    @classmethod
+    def _patterns(cls, v: list[str]) -> list[str]:
+        out = []
+        for pattern in v:
+            try:
+                out.append(normalise_pattern(pattern))
+            except ValueError as exc:
+                raise ValueError(f"{exc} (use 'example.com' or '*.example.com')") from None
+        return out
+
+    @field_validator("searxng_url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        if not v.startswith(("http://", "https://")):
+            raise ValueError(f"{v!r} is not an http(s) URL")
+        return v
+
+    @property
+    def key_env(self) -> str:
+        """The environment variable holding the search API key."""
+        return self.api_key_env or {"brave": "BRAVE_API_KEY", "tavily": "TAVILY_API_KEY"}.get(self.search, "")
+
+
 class ConsoleConfig(Section):
     user_id: str = "owner"
+
+
+class WorkspaceConfig(Section):
+    root: str = Field("", description="default: <data dir>/workspace, created on first use")
+    write_roots: list[str] = Field(default_factory=list, description="more directories writes may go to")
+
+
+class AllowRule(Section):
+    """An operator-added allowlist rule: `program` (and `subcommand`, when given) run without approval
+    as long as the rest of the command passes the metacharacter check."""
+
+    program: str = Field(min_length=1, pattern=r"^[A-Za-z0-9._+-]+$")
+    subcommand: str | None = Field(None, min_length=1, pattern=r"^[A-Za-z0-9._:+-]+$")
+
+
+class TerminalConfig(Section):
+    enabled: bool = True
+    sandbox: Literal["none", "bwrap"] = "none"
+    network: bool = True
+    timeout_s: float = Field(120, gt=0, le=3600)
+    allowlist: list[AllowRule] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _network_needs_sandbox(self) -> "TerminalConfig":
+        if not self.network and self.sandbox != "bwrap":
+            raise ValueError('network = false needs sandbox = "bwrap": without the sandbox commands always '
+                             "reach the network")
+        return self
 
 
 class Config(Section):
@@ -136,10 +202,13 @@ class Config(Section):
     tool_governance: GovernanceConfig = Field(default_factory=GovernanceConfig)
     approvals: ApprovalsConfig = Field(default_factory=ApprovalsConfig)
     console: ConsoleConfig = Field(default_factory=ConsoleConfig)
+    workspace: WorkspaceConfig = Field(default_factory=WorkspaceConfig)
+    terminal: TerminalConfig = Field(default_factory=TerminalConfig)
     telegram: TelegramConfig | None = None
     slack: SlackConfig | None = None
     email: EmailConfig | None = None
     calendar: CalendarConfig | None = None
+    web: WebConfig = Field(default_factory=WebConfig)
 
     source: str = Field("(defaults)", exclude=True)
     data_dir: Path = Field(default_factory=lambda: data_dir(), exclude=True)
@@ -151,6 +220,24 @@ class Config(Section):
     @property
     def store_path(self) -> Path:
         return Path(self.store.path).expanduser() if self.store.path else self.data_dir / "anyy.db"
+
+    @property
+    def workspace_root(self) -> Path:
+        return Path(self.workspace.root).expanduser() if self.workspace.root else self.data_dir / "workspace"
+
+    def secret_env_names(self) -> set[str]:
+        """Every environment variable a `*_env` key names, in any section: the secrets Anyy was given."""
+        names: set[str] = set()
+
+        def walk(model: BaseModel) -> None:
+            for key, value in model:
+                if isinstance(value, BaseModel):
+                    walk(value)
+                elif key.endswith("_env") and isinstance(value, str) and value:
+                    names.add(value)
+
+        walk(self)
+        return names
 
 
 def data_dir() -> Path:

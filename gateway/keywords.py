@@ -3,59 +3,184 @@
 Python's `re` scans a pattern position by position, and keyword patterns that start with `\\b`, a group
 or a cased letter under IGNORECASE get none of its fast-skip optimizations: a plain alternation of ~20
 keywords costs about half a microsecond per character of message, per toolset. So each keyword is
-gated by literal "needles": strings (found by walking the parsed pattern) one of which every match must
-contain. A plain substring test on the casefolded message rules a keyword out; only keywords whose
-needle occurs run their regex. Keywords without a usable needle simply always run, so any regex is
-accepted and the regex stays the single source of truth.
+gated by literal "needles": strings one of which every match must contain, read from the pattern's text
+by `needles_of` (a small scanner of the regex syntax keywords use: literals, escapes, classes, groups,
+alternation, lookarounds, quantifiers). A plain substring test on the casefolded message rules a keyword
+out; only keywords whose needle occurs run their regex. A keyword the scanner does not understand, or
+without a usable needle, simply always runs, so any regex is accepted and the regex stays the single
+source of truth.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from functools import lru_cache
-from re import _constants as sre  # the parsed-pattern opcodes; re offers no public API for them
-from re import _parser
-from typing import Any
 
 # Shorter needles (" ", "to") occur in nearly every message and would gate nothing.
 _MIN_NEEDLE_BYTES = 3
-_ZERO_WIDTH = (sre.AT, sre.ASSERT, sre.ASSERT_NOT)
+UNBOUNDED = 1 << 30  # the width of a pattern with an open-ended repeat
+_ZERO_WIDTH_ESCAPES = set("bBAZ")
+_CLASS_ESCAPES = set("dDwWsS")
+_QUANTIFIER = re.compile(r"\?|\*|\+|\{(\d*)(?:(,)(\d*))?\}")
+_CONTROL_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "f": "\f", "v": "\v", "a": "\a"}
+
+
+class _Unsupported(Exception):
+    """Syntax the scanner does not follow; the keyword then runs ungated."""
+
+
+Needles = frozenset[str] | None
 
 
 def _strength(needles: frozenset[str]) -> int:
     return min(len(n.encode()) for n in needles)
 
 
-def _needles(items: Iterable[tuple[Any, Any]]) -> frozenset[str] | None:
-    """Strings one of which every match of the parsed sequence `items` contains (casefolded), choosing
-    the set whose shortest member is longest; None when nothing is required."""
-    best: frozenset[str] | None = None
-    run: list[str] = []
-
-    def consider(candidate: frozenset[str] | None) -> None:
-        nonlocal best
-        if candidate and all(candidate) and (best is None or _strength(candidate) > _strength(best)):
-            best = candidate
-
-    for op, av in items:
-        if op is sre.LITERAL:
-            run.append(chr(av))
-            continue
-        if op in _ZERO_WIDTH:
-            continue  # consumes nothing, so the literal run around it is contiguous text
-        consider(frozenset({"".join(run).casefold()}))
-        run = []
-        if op is sre.SUBPATTERN:
-            consider(_needles(av[-1]))
-        elif op is sre.BRANCH:
-            alternatives = [_needles(alt) for alt in av[1]]
-            if all(alternatives):
-                consider(frozenset().union(*alternatives))
-        elif op in (sre.MAX_REPEAT, sre.MIN_REPEAT) and av[0] >= 1:
-            consider(_needles(av[2]))
-    consider(frozenset({"".join(run).casefold()}))
+def _better(best: Needles, candidate: Needles) -> Needles:
+    """The stronger needle set (the one whose shortest member is longest); empty strings never count."""
+    if candidate and all(candidate) and (best is None or _strength(candidate) > _strength(best)):
+        return candidate
     return best
+
+
+class _Scanner:
+    """Recursive descent over a pattern's text, computing for each part the needles every match of it
+    contains (casefolded) and its greatest width."""
+
+    def __init__(self, source: str) -> None:
+        self.src = source
+        self.pos = 0
+
+    def parse(self) -> tuple[Needles, int]:
+        result = self._alternation()
+        if self.pos != len(self.src):
+            raise _Unsupported(self.src)
+        return result
+
+    def _peek(self) -> str:
+        return self.src[self.pos] if self.pos < len(self.src) else ""
+
+    def _alternation(self) -> tuple[Needles, int]:
+        branches = [self._sequence()]
+        while self._peek() == "|":
+            self.pos += 1
+            branches.append(self._sequence())
+        if len(branches) == 1:
+            return branches[0]
+        width = max(w for _, w in branches)
+        if all(n for n, _ in branches):
+            return frozenset().union(*(n for n, _ in branches if n)), width
+        return None, width
+
+    def _sequence(self) -> tuple[Needles, int]:
+        best: Needles = None
+        run: list[str] = []
+        width = 0
+        while self._peek() not in ("", "|", ")"):
+            kind, needles, atom_width = self._atom()
+            low, high = self._quantifier()
+            width = min(UNBOUNDED, width + atom_width * high)
+            if kind == "zero":
+                continue  # consumes nothing, so the literal run around it is contiguous text
+            if kind == "literal" and (low, high) == (1, 1):
+                run.append(needles)  # type: ignore[arg-type]  # a literal atom carries its character
+                continue
+            best = _better(best, frozenset({"".join(run).casefold()}))
+            run = []
+            if low >= 1 and kind == "group":
+                best = _better(best, needles)  # type: ignore[arg-type]
+        return _better(best, frozenset({"".join(run).casefold()})), width
+
+    def _quantifier(self) -> tuple[int, int]:
+        m = _QUANTIFIER.match(self.src, self.pos)
+        if not m:
+            return 1, 1
+        self.pos = m.end()
+        if self._peek() in ("?", "+"):  # lazy or possessive: the same bounds
+            self.pos += 1
+        text = m.group(0)
+        if text == "?":
+            return 0, 1
+        if text == "*":
+            return 0, UNBOUNDED
+        if text == "+":
+            return 1, UNBOUNDED
+        low = int(m.group(1) or 0)
+        if not m.group(2):
+            return low, low
+        return low, int(m.group(3)) if m.group(3) else UNBOUNDED
+
+    def _atom(self) -> tuple[str, object, int]:
+        """("literal", char, 1), ("class", None, 1), ("zero", None, 0) or ("group", needles, width)."""
+        ch = self._peek()
+        self.pos += 1
+        if ch == "\\":
+            return self._escape()
+        if ch == "[":
+            self._skip_class()
+            return "class", None, 1
+        if ch == ".":
+            return "class", None, 1
+        if ch in "^$":
+            return "zero", None, 0
+        if ch == "(":
+            return self._group()
+        if ch in "*+?{":
+            raise _Unsupported(self.src)
+        return "literal", ch, 1
+
+    def _escape(self) -> tuple[str, object, int]:
+        ch = self._peek()
+        if not ch:
+            raise _Unsupported(self.src)
+        self.pos += 1
+        if ch in _ZERO_WIDTH_ESCAPES:
+            return "zero", None, 0
+        if ch in _CLASS_ESCAPES:
+            return "class", None, 1
+        if ch in _CONTROL_ESCAPES:
+            return "literal", _CONTROL_ESCAPES[ch], 1
+        if ch.isalnum():  # \x, \u, back-references, \N{...}: not worth following
+            raise _Unsupported(self.src)
+        return "literal", ch, 1
+
+    def _skip_class(self) -> None:
+        if self._peek() == "^":
+            self.pos += 1
+        if self._peek() == "]":
+            self.pos += 1  # a leading "]" is a member
+        while self._peek() != "]":
+            if not self._peek():
+                raise _Unsupported(self.src)
+            self.pos += 2 if self._peek() == "\\" else 1
+        self.pos += 1
+
+    def _group(self) -> tuple[str, object, int]:
+        if self.src.startswith("?", self.pos):
+            for opener, kind in (("?:", "group"), ("?=", "zero"), ("?!", "zero"), ("?<=", "zero"), ("?<!", "zero")):
+                if self.src.startswith(opener, self.pos):
+                    self.pos += len(opener)
+                    break
+            else:
+                raise _Unsupported(self.src)  # flags, named groups, conditionals
+        else:
+            kind = "group"
+        needles, width = self._alternation()
+        if self._peek() != ")":
+            raise _Unsupported(self.src)
+        self.pos += 1
+        return (kind, needles, width) if kind == "group" else ("zero", None, 0)
+
+
+def needles_of(source: str) -> tuple[Needles, int]:
+    """The needles (casefolded) one of which every match of the pattern `source` contains, choosing
+    the set whose shortest member is longest, and the pattern's greatest width; (None, UNBOUNDED) when
+    the scanner does not follow its syntax."""
+    try:
+        return _Scanner(source).parse()
+    except _Unsupported:
+        return None, UNBOUNDED
 
 
 class KeywordMatcher:
@@ -65,14 +190,13 @@ class KeywordMatcher:
         self._always: list[re.Pattern[str]] = []
         self._by_needle: dict[str, list[tuple[re.Pattern[str], int]]] = {}
         for source in keywords:
-            parsed = _parser.parse(source)
             pattern = re.compile(source, re.IGNORECASE)
-            needles = _needles(parsed)
+            needles, width = needles_of(source)
             if needles is None or _strength(needles) < _MIN_NEEDLE_BYTES:
                 self._always.append(pattern)
                 continue
             for needle in sorted(needles):
-                self._by_needle.setdefault(needle, []).append((pattern, parsed.getwidth()[1]))
+                self._by_needle.setdefault(needle, []).append((pattern, width))
 
     def search(self, text: str, folded: str) -> re.Match[str] | None:
         """A keyword match in `text`, or None; `folded` must be `text.casefold()` (computed once per

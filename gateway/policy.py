@@ -34,9 +34,10 @@ class PolicyHookError(Exception):
     """The configured hook could not be loaded or failed."""
 
 
-def effective_descriptor(tool: Tool, governance: GovernanceConfig) -> Descriptor:
-    """The tool's descriptor tightened by `tool_governance.overrides`."""
-    d = tool.descriptor
+def effective_descriptor(tool: Tool, governance: GovernanceConfig, call: Descriptor | None = None) -> Descriptor:
+    """The tool's descriptor (or this call's, from `Tool.descriptor_for`) tightened by
+    `tool_governance.overrides`."""
+    d = call or tool.descriptor
     ov = governance.overrides.get(tool.name)
     if ov is None:
         return d
@@ -70,9 +71,11 @@ class Policy:
         self.governance = governance
         self.hook = load_hook(approvals.hook)
 
-    async def decide(self, tool: Tool, args: dict[str, Any], user_key: str) -> tuple[Verdict, Descriptor, str]:
-        """Return the verdict, the effective descriptor and a reason (for refusals and the audit)."""
-        d = effective_descriptor(tool, self.governance)
+    async def decide(self, tool: Tool, args: dict[str, Any], user_key: str,
+                     call: Descriptor | None = None) -> tuple[Verdict, Descriptor, str]:
+        """Return the verdict, the effective descriptor and a reason (for refusals and the audit).
+        `call` is the descriptor for these arguments when the tool has a call policy."""
+        d = effective_descriptor(tool, self.governance, call)
         gated = d.execution.needs_approval or d.approval is ApprovalPolicy.ALWAYS
         if d.approval is ApprovalPolicy.HOOK and d.execution is not ExecutionPolicy.FORCE_CHANGE_PLAN:
             answer = await self._ask_hook(tool.name, args, user_key)

@@ -158,8 +158,10 @@ class Runtime:
     # -- the model loop ---------------------------------------------------------------------------
 
     def available(self, exclude: set[str] = frozenset()) -> list[Toolset]:
-        """Toolsets that exist right now: connector toolsets only when their connector is configured."""
-        return [ts for ts in self.toolsets if ts.name not in exclude and (ts.requires is None or ts.requires in self.services)]
+        """Toolsets that exist right now: connector toolsets only when their connector is configured, and
+        each without the tools whose service is missing (web_search without a search backend)."""
+        present = (ts.present(self.services) for ts in self.toolsets if ts.name not in exclude)
+        return [ts for ts in present if ts is not None]
 
     async def model_turn(self, session: SessionRecord, turn_id: str, *, user_text: str | None = None,
                          event: str | None = None, has_attachments: bool = False,

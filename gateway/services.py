@@ -7,12 +7,19 @@ appear for the model (toolsets name the service they require).
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from connectors.calendar import CalendarClient, CalendarSettings
 from connectors.email import EmailClient, EmailSettings
-from gateway.config import CalendarConfig, Config, EmailConfig, secret
+from connectors.processes import Settings
+from connectors.shellrules import Rule
+from connectors.web import Guard, HostRules, SearchError, WebFetcher, search_backend
+from connectors.workspace import Workspace
+from gateway.config import CalendarConfig, Config, EmailConfig, WebConfig, secret
 from gateway.scheduler import AutomationService
+from store.db import Store
+from toolsets.jobs import Terminal
 from toolsets.memory import MemoryLimits
 
 if TYPE_CHECKING:
@@ -49,6 +56,18 @@ def calendar_client(cfg: CalendarConfig) -> CalendarClient:
                                            default_calendar=cfg.default_calendar, timeout=cfg.timeout_s))
 
 
+def web_services(cfg: WebConfig) -> dict[str, Any]:
+    """The fetcher ("web", always: the public web needs no configuration) and the search backend
+    ("web_search", only when one is configured; without it the web_search tool is absent)."""
+    guard = Guard(HostRules(cfg.allowed_hosts, cfg.denied_hosts), allow_private=cfg.allow_private_urls)
+    out: dict[str, Any] = {"web": WebFetcher(guard, max_bytes=cfg.max_bytes, timeout_s=cfg.timeout_s)}
+    backend = search_backend(cfg.search, searxng_url=cfg.searxng_url, api_key=secret(cfg.key_env) if cfg.key_env else None,
+                             key_env=cfg.key_env, timeout_s=cfg.timeout_s)
+    if backend is not None:
+        out["web_search"] = backend
+    return out
+
+
 def connectors(config: Config) -> dict[str, Any]:
     """The configured connectors by service name. Building one opens no connection."""
     out: dict[str, Any] = {}
@@ -59,11 +78,35 @@ def connectors(config: Config) -> dict[str, Any]:
     return out
 
 
+def workspace(config: Config) -> Workspace:
+    return Workspace(config.workspace_root, [Path(p) for p in config.workspace.write_roots])
+
+
+def terminal(config: Config, store: Store) -> Terminal:
+    """The terminal service: commands run in the workspace with every configured secret scrubbed from
+    their environment; under bwrap they cannot see the data directory (the store holds every chat)."""
+    ws = workspace(config)
+    cfg = config.terminal
+    data = config.store_path.parent
+    settings = Settings(workspace=ws.root.resolve(), writable=tuple(ws.roots()), hidden=(data, config.data_dir),
+                        secret_names=frozenset(config.secret_env_names()), sandbox=cfg.sandbox == "bwrap",
+                        network=cfg.network)
+    return Terminal(store=store, settings=settings, logs_dir=data / "processes", timeout_s=cfg.timeout_s,
+                    rules=tuple(Rule(r.program, r.subcommand) for r in cfg.allowlist), home=str(Path.home()))
+
+
 async def build_services(gateway: "Gateway") -> dict[str, Any]:
-    services: dict[str, Any] = {"surfaces": SurfaceStatus(gateway), **connectors(gateway.config),
-                                "memory": MemoryLimits(max_chars=gateway.config.runtime.memory_max_chars)}
-    services["automations"] = AutomationService(gateway.store, gateway.config.tz, gateway.outbox.enqueue,
+    config = gateway.config
+    services: dict[str, Any] = {"surfaces": SurfaceStatus(gateway), **connectors(config), **web_services(config.web),
+                                "memory": MemoryLimits(max_chars=config.runtime.memory_max_chars),
+                                "workspace": workspace(config)}
+    services["automations"] = AutomationService(gateway.store, config.tz, gateway.outbox.enqueue,
                                                 gateway.run_prompt)
+    if config.terminal.enabled:
+        term = terminal(config, gateway.store)
+        if gateway.resident:  # only the resident process may declare another's processes lost
+            await term.recover()
+        services["terminal"] = term
     return services
 
 
@@ -85,4 +128,25 @@ async def connector_checks(config: Config) -> list[tuple[str, str, str]]:
             lines.append(("✗", name, str(exc)))
         finally:
             await client.aclose()
+    lines.append(await web_check(config.web))
     return lines
+
+
+async def web_check(cfg: WebConfig) -> tuple[str, str, str]:
+    """`anyy doctor`'s web line: what fetches may reach, and whether the search backend answers."""
+    reach = "private network allowed" if cfg.allow_private_urls else "public web only"
+    if cfg.allowed_hosts:
+        reach += f", only {len(cfg.allowed_hosts)} allowed host pattern(s)"
+    services = web_services(cfg)
+    try:
+        backend = services.get("web_search")
+        if backend is None:
+            return ("✓", "web", f"fetch: {reach}; search: none configured ([web] search)")
+        try:
+            results = await backend.search("anyy doctor", 1)
+        except SearchError as exc:
+            return ("✗", "web", f"fetch: {reach}; search ({cfg.search}): {exc}")
+        return ("✓", "web", f"fetch: {reach}; search ({cfg.search}): answering ({len(results)} result(s))")
+    finally:
+        for service in services.values():
+            await service.aclose()

@@ -88,7 +88,8 @@ class ToolCaller:
             return self._error(f"Error: arguments for {tool.name} are not valid JSON ({exc}). "
                                "Send a JSON object matching the tool's schema.")
         plain = args.model_dump(mode="json")
-        verdict, descriptor, reason = await self.policy.decide(tool, plain, ctx.user_key)
+        verdict, descriptor, reason = await self.policy.decide(tool, plain, ctx.user_key,
+                                                               tool.descriptor_for(ctx, args))
         if verdict is Verdict.REFUSE:
             await self._audit(ctx, tool, plain, "tool.refused", reason)
             return self._error(f"Error: {tool.name} was {reason}.")

@@ -204,7 +204,38 @@ def m002_fts_conversation_only(db: Database) -> None:
 
 
 @MIGRATIONS()
-def m003_exactly_once(db: Database) -> None:
+def m003_host_tools(db: Database) -> None:
+    """What the file and terminal toolsets remember: which file versions a session has read (a write
+    must not overwrite what it has not seen), and the background processes Anyy started."""
+    db.executescript(
+        """
+        CREATE TABLE file_reads (
+            session_id TEXT NOT NULL,
+            path TEXT NOT NULL,             -- resolved absolute path
+            sha256 TEXT NOT NULL,           -- of the whole file when it was read
+            read_at TEXT NOT NULL,
+            PRIMARY KEY (session_id, path)
+        );
+        CREATE TABLE processes (
+            id TEXT PRIMARY KEY,
+            session_id TEXT NOT NULL,
+            user_key TEXT NOT NULL,
+            command TEXT NOT NULL,
+            cwd TEXT NOT NULL,
+            pid INTEGER,
+            state TEXT NOT NULL,            -- running | exited | killed | stopped | lost
+            exit_code INTEGER,
+            log_path TEXT NOT NULL,
+            started_at TEXT NOT NULL,
+            finished_at TEXT
+        );
+        CREATE INDEX processes_session ON processes (session_id, started_at);
+        """
+    )
+
+
+@MIGRATIONS()
+def m004_exactly_once(db: Database) -> None:
     """The tool-call journal, owners and leases on running work, bound approval payloads, and one
     approval per tool call."""
     db.executescript(

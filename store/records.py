@@ -231,6 +231,22 @@ class EmailDraftRecord(BaseModel):
     updated_at: str
 
 
+class ProcessRecord(BaseModel):
+    """A background process started by `bash(background=true)`, owned by the session that started it."""
+
+    id: str
+    session_id: str
+    user_key: str
+    command: str
+    cwd: str
+    pid: int | None = None
+    state: Literal["running", "exited", "killed", "stopped", "lost"] = "running"
+    exit_code: int | None = None
+    log_path: str
+    started_at: str
+    finished_at: str | None = None
+
+
 class PairingRecord(BaseModel):
     code: str
     surface: str

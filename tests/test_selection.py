@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from gateway import keywords
 from gateway.keywords import matcher
 from gateway.selection import Selection, describe_selection, describe_tools, select_toolsets, tools_for
 from toolsets import clarify, memory, messaging, sessions, tasks
@@ -152,3 +153,30 @@ def test_gated_matching_agrees_with_plain_regex_search(ts):
     for text in texts:
         expected = any(re.search(k, text, re.IGNORECASE) for k in ts.keywords)
         assert (keyword_matcher.search(text, text.casefold()) is not None) == expected, text
+
+
+@pytest.mark.parametrize(("pattern", "needles", "width"), [
+    (r"\bmail(?:s|box|ed|ing)?\b", {"mail"}, 7),
+    (r"\be-?mails?\b", {"mail"}, 7),
+    (r"\b(?:old|past) (?:chats?|messages?)\b", {"chat", "message"}, 13),
+    (r"\bremind(?:er)? me\b", {"remind"}, 11),
+    (r"\bwhat'?s (?:on|planned) (?:today|this (?:week|month))\b", {"today", "this "}, 25),
+    (r"(?<!\w)abc[.]defg\b", {"defg"}, 8),
+    (r"\bat\s+\d{1,2}(?::\d{2})?\s*(?:am|pm)?\b", {"at"}, keywords.UNBOUNDED),
+    (r"邮件", {"邮件"}, 2),
+])
+def test_needles_are_read_from_the_pattern_text(pattern, needles, width):
+    found, found_width = keywords.needles_of(pattern)
+    assert found is not None and set(found) == needles
+    assert found_width == width
+
+
+@pytest.mark.parametrize("pattern", [r"(?i)abc", r"(?P<x>abc)", r"\x41bc", r"abc\1", r"abc["])
+def test_syntax_the_scanner_does_not_follow_runs_ungated(pattern):
+    assert keywords.needles_of(pattern) == (None, keywords.UNBOUNDED)
+
+
+def test_every_registered_keyword_but_a_few_short_ones_is_gated():
+    ungated = [k for ts in TOOLSETS for k in ts.keywords
+               if (n := keywords.needles_of(k)[0]) is None or min(len(x.encode()) for x in n) < 3]
+    assert len(ungated) <= 5, ungated

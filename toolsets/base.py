@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Container
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
 from typing import Any, Protocol, get_type_hints
@@ -66,6 +66,18 @@ class Descriptor(BaseModel):
     # What this tool writes later reaches the model as instructions (memory, automations, skills): after
     # the turn has read external content, a call is held for the owner's approval.
     steering: bool = False
+
+    def for_call(self, requested: ExecutionPolicy) -> "Descriptor":
+        """This descriptor for one call whose arguments asked for `requested` (a tool's call policy,
+        see `Tool.call_policy`). A call may always be made stricter. The one loosening is
+        `change_plan` -> `audit`, for a call its tool classified as read-only (an allowlisted `ls`): it
+        then runs at once, recorded, with no approval of any kind. `force_change_plan` never loosens."""
+        order = list(ExecutionPolicy)
+        if order.index(requested) > order.index(self.execution):
+            return self.model_copy(update={"execution": requested})
+        if self.execution is ExecutionPolicy.CHANGE_PLAN and requested is ExecutionPolicy.AUDIT:
+            return self.model_copy(update={"execution": ExecutionPolicy.AUDIT, "approval": ApprovalPolicy.NONE})
+        return self
 
 
 class ToolError(Exception):
@@ -136,6 +148,7 @@ class ToolContext(Protocol):
 Handler = Callable[..., Awaitable[Any]]
 PreviewFn = Callable[[ToolContext, BaseModel], Awaitable[Preview]]
 EffectFn = Callable[[ToolContext, BaseModel, Any], Awaitable[Any]]
+CallPolicyFn = Callable[[ToolContext, BaseModel], ExecutionPolicy]
 
 
 @dataclass
@@ -150,6 +163,8 @@ class Tool:
     descriptor: Descriptor
     previewer: PreviewFn | None = None
     effector: EffectFn | None = None
+    requires: str | None = None  # a service without which this one tool is absent (its toolset stays)
+    call_policy_fn: CallPolicyFn | None = None
     _schema: dict[str, Any] | None = field(default=None, repr=False)
 
     def schema(self) -> dict[str, Any]:
@@ -195,6 +210,21 @@ class Tool:
         self.effector = fn
         return fn
 
+    def call_policy(self, fn: CallPolicyFn) -> CallPolicyFn:
+        """Decorator: register a function of the validated arguments that returns the execution policy
+        this one call needs (`bash` classifies its command: an allowlisted `ls` is `audit`, `rm -rf ~`
+        is `force_change_plan`). It is applied by `Descriptor.for_call`, so it can tighten the
+        descriptor, and loosen it only from `change_plan` to `audit`; governance overrides still
+        tighten the result."""
+        self.call_policy_fn = fn
+        return fn
+
+    def descriptor_for(self, ctx: ToolContext, args: BaseModel) -> Descriptor:
+        """The descriptor that governs this call (the declared one when there is no call policy)."""
+        if self.call_policy_fn is None:
+            return self.descriptor
+        return self.descriptor.for_call(self.call_policy_fn(ctx, args))
+
 
 @dataclass
 class Toolset:
@@ -222,18 +252,28 @@ class Toolset:
         visible_chars: int = 4000,
         stored_chars: int = 200_000,
         steering: bool = False,
+        requires: str | None = None,
     ) -> Callable[[Handler], Tool]:
-        """Decorator: turn `async def name(ctx, ...)` into a `Tool` of this toolset."""
+        """Decorator: turn `async def name(ctx, ...)` into a `Tool` of this toolset. `requires` names a
+        service without which this tool is absent while the rest of the toolset exists."""
 
         def wrap(fn: Handler) -> Tool:
             descriptor = Descriptor(risk=risk, approval=approval, execution=execution, steering=steering,
                                     output_budget=OutputBudget(visible_chars=visible_chars, stored_chars=stored_chars))
             t = Tool(name=fn.__name__, toolset=self.name, description=_summary(fn), args_model=args_model_for(fn),
-                     handler=fn, descriptor=descriptor)
+                     handler=fn, descriptor=descriptor, requires=requires)
             self.tools.append(t)
             return t
 
         return wrap
+
+    def present(self, services: Container[str]) -> Toolset | None:
+        """This toolset as it exists with these services: None without the service it requires, and
+        without the tools whose own requirement is missing (itself when nothing is missing)."""
+        if self.requires is not None and self.requires not in services:
+            return None
+        tools = [t for t in self.tools if t.requires is None or t.requires in services]
+        return self if len(tools) == len(self.tools) else replace(self, tools=tools)
 
 
 def _summary(fn: Callable[..., Any]) -> str:

@@ -5,7 +5,10 @@ from __future__ import annotations
 from toolsets import automation
 from toolsets import calendar
 from toolsets import email
+from toolsets import file
+from toolsets import terminal
 from toolsets import clarify, memory, messaging, sessions, tasks
+from toolsets import web
 from toolsets.base import Tool, Toolset
 
 TOOLSETS: list[Toolset] = [
@@ -17,6 +20,9 @@ TOOLSETS: list[Toolset] = [
     clarify.TOOLSET,
     calendar.TOOLSET,
     email.TOOLSET,
+    web.TOOLSET,
+    file.TOOLSET,
+    terminal.TOOLSET,
 ]
 
 

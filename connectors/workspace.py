@@ -1,0 +1,96 @@
+"""The workspace: where relative paths point, and the only places writes may go.
+
+Reads anchor relative paths to the workspace root; an absolute path reads wherever the process may
+read (the real read boundary is the process's own file permissions, or the sandbox). Writes go only
+inside the root or a configured write root, checked on the fully resolved path, so a symlink inside the
+workspace cannot carry a write outside it. Writes are atomic: a temporary file in the target's
+directory, then a rename, with the target's content hash checked again right before the rename.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+
+
+class WorkspaceError(Exception):
+    """A path or write the workspace rules refuse; the message says why and what is allowed."""
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def file_hash(path: Path) -> str | None:
+    """The content hash of a regular file, or None when nothing exists there."""
+    try:
+        return sha256_bytes(path.read_bytes())
+    except FileNotFoundError:
+        return None
+    except IsADirectoryError:
+        raise WorkspaceError(f"{path} is a directory") from None
+
+
+class Workspace:
+    def __init__(self, root: Path, write_roots: list[Path] | tuple[Path, ...] = ()) -> None:
+        self.root = root.expanduser()
+        self.write_roots = [p.expanduser() for p in write_roots]
+
+    def ensure(self) -> Path:
+        """The root, created on first use."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        return self.root
+
+    def roots(self) -> list[Path]:
+        """Every directory writes may go to, resolved."""
+        return [self.root.resolve(), *(p.resolve() for p in self.write_roots)]
+
+    def resolve(self, path: str) -> Path:
+        """A path for reading: relative to the root, `~` expanded, symlinks resolved."""
+        if not path.strip():
+            raise WorkspaceError("the path is empty")
+        p = Path(path).expanduser()
+        return (p if p.is_absolute() else self.ensure() / p).resolve()
+
+    def resolve_write(self, path: str) -> Path:
+        """A path for writing; refused unless it lies inside the root or a write root."""
+        target = self.resolve(path)
+        roots = self.roots()
+        if not any(target == r or target.is_relative_to(r) for r in roots):
+            allowed = ", ".join(str(r) for r in roots)
+            raise WorkspaceError(f"{target} is outside the directories Anyy may write to ({allowed}); "
+                                 "add a write_roots entry under [workspace] to allow more")
+        if target in roots:
+            raise WorkspaceError(f"{target} is a directory")
+        return target
+
+    @staticmethod
+    def write_atomic(target: Path, data: bytes, expected_hash: str | None) -> None:
+        """Write `data` to `target` only if its content still hashes to `expected_hash` (None: only if
+        it does not exist). A temporary file in the same directory is renamed over the target; a new
+        file is linked into place, which fails if something appeared there meanwhile."""
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".anyy-tmp")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            if expected_hash is None:
+                try:
+                    os.link(tmp, target)
+                except FileExistsError:
+                    raise WorkspaceError(f"{target} appeared since it was checked; nothing was written") from None
+            else:
+                if file_hash(target) != expected_hash:
+                    raise WorkspaceError(f"{target} changed since it was read; nothing was written")
+                try:
+                    os.chmod(tmp, target.stat().st_mode & 0o7777)  # keep the file's permissions
+                except FileNotFoundError:
+                    raise WorkspaceError(f"{target} was removed since it was read; nothing was written") from None
+                os.replace(tmp, target)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
