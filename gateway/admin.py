@@ -4,13 +4,17 @@ as the resident process and never fire schedules."""
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
+import sys
 from typing import Any
 
 from gateway.app import Gateway
 from gateway.config import Config
+from gateway.dashboard import load_or_create_token, login_url
 from gateway.doctor import doctor
 from gateway.scheduler import AutomationService
+from gateway.services import speech_engine
 from store.access import AccessRepo
 from store.approvals import Approvals
 from store.audit import Audit
@@ -59,6 +63,11 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     x.add_argument("user_id")
     x.set_defaults(fn=pairing_revoke)
 
+    p = sub.add_parser("dashboard", parents=[common], help="the browser dashboard served by `anyy run`")
+    a = p.add_subparsers(dest="action", required=True)
+    a.add_parser("url", parents=[common], help="print the login link (it carries the secret token)").set_defaults(
+        fn=dashboard_url)
+
     p = sub.add_parser("automations", parents=[common], help="list and delete automations and reminders")
     a = p.add_subparsers(dest="action", required=True)
     a.add_parser("list", parents=[common]).set_defaults(fn=automations_list)
@@ -89,7 +98,9 @@ def _configured(config: Config, requires: str) -> bool:
         return config.web.search != "none"
     if requires == "terminal":
         return config.terminal.enabled
-    return requires in ("automations", "web", "workspace") or getattr(config, requires, None) is not None
+    if requires == "tts":  # the section always exists; the engine decides
+        return speech_engine(config) is not None
+    return requires in ("automations", "web", "workspace", "artifacts") or getattr(config, requires, None) is not None
 
 
 async def approvals_list(config: Config, args: argparse.Namespace) -> int:
@@ -151,11 +162,29 @@ async def pairing_approve(config: Config, args: argparse.Namespace) -> int:
 
 
 async def pairing_revoke(config: Config, args: argparse.Namespace) -> int:
-    async with Store(config.store_path) as store:
-        removed = await AccessRepo(store).revoke(args.surface, args.user_id)
-    if not removed:
+    """Revoke completely: admission, pending approvals (their prompts are edited; the resident process
+    delivers the edits) and automations. A non-resident gateway, as for deciding approvals."""
+    gw = Gateway(config, surfaces=[], resident=False)
+    await gw.start()
+    try:
+        done = await gw.access.revoke(args.surface, args.user_id, gw.approvals, gw.services["automations"])
+        await gw.idle()
+    finally:
+        await gw.stop()
+    if done is None:
         raise AdminError(f"{args.surface} user {args.user_id} was not admitted by pairing")
-    print(f"Revoked {args.surface} user {args.user_id}.")
+    cancelled, disabled = done
+    print(f"Revoked {args.surface} user {args.user_id}: {cancelled} pending approval(s) cancelled, "
+          f"{disabled} automation(s) disabled.")
+    return 0
+
+
+async def dashboard_url(config: Config, args: argparse.Namespace) -> int:
+    """Print the dashboard's login link, creating the token on first use."""
+    token = await asyncio.to_thread(load_or_create_token, config.data_dir)
+    if not config.dashboard.enabled:
+        print(f"note: [dashboard] enabled = false in {config.source}; `anyy run` does not serve it", file=sys.stderr)
+    print(login_url(config.dashboard, token))
     return 0
 
 

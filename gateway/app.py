@@ -9,6 +9,8 @@ on the work it owns; a resident one also takes over, periodically, work whose ow
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import logging
 from typing import Any
 
@@ -19,6 +21,7 @@ from gateway.config import Config, secret
 from gateway.context import TurnContext
 from gateway.llm import make_client
 from gateway.llm.types import ModelClient
+from gateway.media import run_retention, sweep_expired
 from gateway.outbox import OutboxService
 from gateway.policy import Policy
 from gateway.runtime import Runtime
@@ -30,6 +33,7 @@ from store.audit import Audit
 from store.db import Store
 from store.journal import ToolJournal
 from store.records import ApprovalRecord, AutomationRecord, Inbound, Origin, parse_iso
+from store.sessions import session_id_for
 from toolsets.base import Toolset
 from toolsets.registry import TOOLSETS
 
@@ -37,6 +41,7 @@ log = logging.getLogger(__name__)
 
 _DEFAULT: Any = object()
 CHOICE_DEBOUNCE_S = 5.0
+ASKED_LOOKBACK = 12  # rows: the question's tool call, its results, and the calls beside it in one reply
 
 OUTCOME_TEXT = {
     "succeeded": "was approved by {by} and has run. Result: {result}",
@@ -72,12 +77,12 @@ class Gateway:
 
     async def start(self) -> None:
         await self.store.open()
-        self.access = Access(self.store, self.config)
+        self.access = Access(self.store, self.config, self.toolsets)
         tools = {t.name: t for ts in self.toolsets for t in ts.tools}
         self.approvals = ApprovalService(self.store, self.config, tools, self.outbox.enqueue, self.outbox.wake,
-                                         self._context_for, self._on_outcome)
+                                         self._context_for, self._on_outcome, self.access.may_decide)
         caller = ToolCaller(tools, Policy(self.config.tool_governance, self.config.approvals), self.approvals,
-                            Audit(self.store), self.access.deciders, ToolJournal(self.store))
+                            Audit(self.store), self.access, ToolJournal(self.store))
         self.services.update(await build_services(self))
         self.runtime = Runtime(self.store, self.config, self.model, self.toolsets, self.services, self.outbox, caller,
                                self.access)
@@ -89,6 +94,11 @@ class Gateway:
             await self.approvals.sweep()
             self._background.append(asyncio.create_task(self.approvals.run_sweeper(), name="approval-sweeper"))
             await self.runtime.recover()
+            artifacts = self.services.get("artifacts")
+            if artifacts is not None:
+                await sweep_expired(artifacts, self.config.artifacts.retention_days)
+                self._background.append(asyncio.create_task(
+                    run_retention(artifacts, self.config.artifacts.retention_days), name="artifact-retention"))
             scheduler = self.services.get("automations")
             if scheduler is not None:
                 await scheduler.start()
@@ -171,11 +181,23 @@ class Gateway:
     async def receive(self, inbound: Inbound, dedupe_key: str | None = None) -> bool:
         return await self.runtime.receive(inbound, dedupe_key)
 
-    async def press(self, surface: str, user_id: str, action: str, value: str, origin: Origin) -> str:
+    async def admits(self, surface: str, user_id: str) -> bool:
+        return await self.access.is_allowed(surface, user_id)
+
+    async def press(self, surface: str, user_id: str, action: str, value: str, origin: Origin,
+                    is_group: bool = False) -> str:
+        """A button press passes the same access check as a message; a clarify answer goes to the
+        session that asked, and only the user who was asked may give it."""
         user_key = f"{surface}:{user_id}"
+        if not await self.access.is_allowed(surface, user_id):
+            log.info("press_refused surface=%s action=%s reason=no_access", surface, action)
+            return "You are not allowed to use this assistant; nothing changed."
         if action in ("approve", "deny"):
             return await self.approvals.decide(value, user_key, approve=action == "approve")
         if action == "clarify":
+            if not await self._asked(session_id_for(origin, user_id if is_group else None), value):
+                log.info("press_refused surface=%s action=clarify reason=not_asked", surface)
+                return "This question was not for you; nothing changed."
             # A double tap on a phone must not answer twice: the same choice in the same chat within a
             # few seconds is one answer.
             key = f"{user_key}|{origin.key()}|{value}"
@@ -184,9 +206,28 @@ class Gateway:
             if key not in self._recent_choices:
                 self._recent_choices[key] = now
                 await self.receive(Inbound(surface=surface, chat_id=origin.chat_id, thread_id=origin.thread_id,
-                                           user_id=user_id, text=value))
+                                           user_id=user_id, text=value, is_group=is_group))
             return f"You chose: {value}"
         return "Unknown button."
+
+    async def _asked(self, session_id: str, option: str) -> bool:
+        """Whether the session's last model reply asked a clarifying question offering `option` that
+        nobody has answered yet (nothing newer than that question in the session)."""
+        session = await self.runtime.sessions.get(session_id)
+        if session is None:
+            return False
+        for row in reversed(await self.runtime.messages.recent(session_id, session.epoch, ASKED_LOOKBACK)):
+            if row.role == "tool":
+                continue
+            if row.role != "assistant":
+                return False  # answered already, or something else happened since
+            for call in row.tool_calls:
+                if call.name == "clarify":
+                    with contextlib.suppress(ValueError, AttributeError):
+                        options = json.loads(call.arguments or "{}").get("options") or []
+                        return option in [o.strip() for o in options if isinstance(o, str)]
+            return False
+        return False
 
     async def run_prompt(self, rec: AutomationRecord, slot: str) -> str:
         """A prompt automation's model turn for its scheduled `slot`, in its own session without the

@@ -32,8 +32,11 @@ log = logging.getLogger(__name__)
 
 Enqueue = Callable[[Outbound, str | None], Awaitable[int]]
 Wake = Callable[[str], None]
+MayDecide = Callable[[ApprovalRecord, str, str], Awaitable[bool]]  # (approval, actor, toolset) -> allowed
 ContextFor = Callable[[ApprovalRecord], Awaitable[ToolContext]]
 OnOutcome = Callable[[ApprovalRecord], Awaitable[None]]
+
+PROMPT_PREVIEW_CHARS = 2500  # fits one Telegram message and one Slack block with the header and footer
 
 _DONE_MARK = {"succeeded": "✅ Approved — done", "failed": "❌ Approved — failed", "denied": "🚫 Denied",
               "expired": "⌛ Expired", "cancelled": "Cancelled", "unknown": "⚠️ Outcome unknown"}
@@ -56,10 +59,19 @@ def new_approval_id() -> str:
     return "".join(secrets.choice(_ID_ALPHABET) for _ in range(16))
 
 
+def shown_preview(rec: ApprovalRecord) -> str:
+    """The preview as a prompt shows it: cut with a clear note when too long (`/approvals ID` shows all)."""
+    if len(rec.preview) <= PROMPT_PREVIEW_CHARS:
+        return rec.preview
+    return (f"{rec.preview[:PROMPT_PREVIEW_CHARS]}\n[… preview cut: {len(rec.preview)} characters in all. "
+            f"Send /approvals {rec.id} to read the whole text before deciding.]")
+
+
 class ApprovalService:
     def __init__(self, store: Store, config: Config, tools: dict[str, Tool], enqueue: Enqueue, wake: Wake,
-                 context_for: ContextFor, on_outcome: OnOutcome) -> None:
+                 context_for: ContextFor, on_outcome: OnOutcome, may_decide: MayDecide) -> None:
         self.repo = Approvals(store)
+        self.may_decide = may_decide
         self.config = config
         self.tools = tools
         self.enqueue = enqueue
@@ -71,23 +83,26 @@ class ApprovalService:
     # -- holding a call ---------------------------------------------------------------------------
 
     async def hold(self, ctx: ToolContext, tool: Tool, args: BaseModel, tool_call_id: str, execution: str,
-                   deciders: list[str]) -> ApprovalRecord:
-        """Record the exact call, its effect payload and its prompt (one transaction). Returns the
-        approval; a call held before (the same turn re-run after a crash) gets its existing approval."""
+                   deciders: list[str], note: str = "") -> ApprovalRecord:
+        """Record the exact call, its effect payload and its prompt (one transaction), the prompt going to
+        `deciders` (from `Access.deciders`; the requester is one only when access says so). `note` goes
+        above the preview (why this call is held). Returns the approval; a call held before (the same turn
+        re-run after a crash) gets its existing approval, and nothing is written."""
         existing = await self.repo.for_call(ctx.session_id, ctx.turn_id, tool_call_id)
         if existing is None:
             preview = await self._preview(ctx, tool, args)
+            text = f"{note}\n\n{preview.text}" if note else preview.text
             args_json = dumps(args.model_dump(mode="json"))
             payload_json = None if preview.payload is None else dumps(preview.payload)
             now = utcnow()
             ttl = self.config.approvals.ttl_hours.get(tool.name, self.config.approvals.default_ttl_hours)
             rec = ApprovalRecord(
                 id=new_approval_id(), session_id=ctx.session_id, origin=ctx.origin, requester=ctx.user_key,
-                deciders=sorted({ctx.user_key, *deciders}), tool=tool.name, tool_call_id=tool_call_id,
+                deciders=sorted(set(deciders)), tool=tool.name, tool_call_id=tool_call_id,
                 turn_id=ctx.turn_id, args_json=args_json, args_sha256=sha256_text(args_json),
                 binding_sha256=binding_hash(preview), payload_json=payload_json,
                 payload_sha256=None if payload_json is None else sha256_text(payload_json),
-                execution=execution, preview=preview.text, state="pending", created_at=iso(now),
+                execution=execution, preview=text, state="pending", created_at=iso(now),
                 expires_at=iso(now + timedelta(hours=ttl)),
             )
             existing, created = await self.repo.create(rec, self._prompt(rec))
@@ -107,9 +122,9 @@ class ApprovalService:
 
     def _prompt(self, rec: ApprovalRecord) -> Outbound:
         expires = parse_iso(rec.expires_at).astimezone(self.config.tz).strftime("%Y-%m-%d %H:%M")
-        text = (f"🔐 Approval needed: {rec.tool}\n\n{rec.preview}\n\n"
+        text = (f"🔐 Approval needed: {rec.tool}\n\n{shown_preview(rec)}\n\n"
                 f"Expires {expires}. Reply /approve {rec.id} or /deny {rec.id} [reason].")
-        return Outbound(origin=rec.origin, text=text, buttons=[
+        return Outbound(origin=rec.origin, text=text, preformatted=True, buttons=[
             Button(label="Approve", action="approve", value=rec.id),
             Button(label="Deny", action="deny", value=rec.id)])
 
@@ -123,7 +138,8 @@ class ApprovalService:
         rec = await self.repo.get(approval_id)
         if rec is None:
             return f"No approval {approval_id}."
-        if not owner and actor not in rec.deciders:
+        tool = self.tools.get(rec.tool)
+        if not owner and not await self.may_decide(rec, actor, tool.toolset if tool else ""):
             log.info("approval_refused_actor id=%s", approval_id)
             return "You are not allowed to decide this approval."
         if rec.state != "pending":
@@ -205,11 +221,11 @@ class ApprovalService:
         mark = _DONE_MARK.get(rec.state, rec.state)
         by = f" by {rec.decided_by}" if rec.decided_by and rec.state in ("denied", "succeeded", "failed") else ""
         detail = f"\n{rec.result}" if rec.result and rec.state in ("failed", "unknown") else ""
-        if rec.reason and rec.state == "denied":
+        if rec.reason and rec.state in ("denied", "cancelled"):
             detail = f"\nReason: {rec.reason}"
-        text = f"{mark}{by}: {rec.tool}\n\n{rec.preview}{detail}"
+        text = f"{mark}{by}: {rec.tool}\n\n{shown_preview(rec)}{detail}"
         for ref in rec.prompt_refs:
-            await self.enqueue(Outbound(origin=rec.origin, text=text, edit_of_outbox_id=ref),
+            await self.enqueue(Outbound(origin=rec.origin, text=text, edit_of_outbox_id=ref, preformatted=True),
                                f"approval:{rec.id}:edit:{rec.state}:{ref}")
         await self.on_outcome(rec)
 
@@ -217,6 +233,17 @@ class ApprovalService:
         done = await self.repo.transition(approval_id, ("pending",), "expired", "anyy")
         if done is not None:
             await self._finish(done)
+
+    async def cancel_requested_by(self, user_key: str, reason: str) -> int:
+        """Cancel every pending approval `user_key` requested (their access was revoked); each prompt is
+        edited to say so. Returns how many were cancelled."""
+        count = 0
+        for rec in await self.repo.list(("pending",), requester=user_key, limit=10_000):
+            done = await self.repo.transition(rec.id, ("pending",), "cancelled", "anyy", reason=reason)
+            if done is not None:
+                await self._finish(done)
+                count += 1
+        return count
 
     async def sweep(self) -> int:
         """Expire every pending approval past its time. Returns how many expired."""

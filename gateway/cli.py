@@ -13,7 +13,9 @@ from typing import Any
 from gateway import admin
 from gateway.app import Gateway
 from gateway.config import Config, ConfigError, load_config
+from gateway.dashboard import Dashboard, DashboardError
 from gateway.lock import LockHeld, ResidentLock
+from gateway import redaction
 from gateway.logs import setup_logging
 from gateway.surfaces import build_surfaces
 from gateway.surfaces.console import ConsoleSurface
@@ -34,6 +36,7 @@ async def run(config: Config, args: argparse.Namespace) -> int:
         await gw.start()
         for name, state in gw.started.items():
             print(f"{name}: {state}", file=sys.stderr)
+        dashboard = await start_dashboard(gw)
         if not surfaces:
             print("No chat surface is configured ([telegram] or [slack]); running the scheduler only. "
                   "Use `anyy chat` to talk in this terminal.", file=sys.stderr)
@@ -43,10 +46,28 @@ async def run(config: Config, args: argparse.Namespace) -> int:
             loop.add_signal_handler(sig, stop.set)
         await stop.wait()
         log.info("shutdown_requested")
+        if dashboard is not None:
+            await dashboard.stop()
         await gw.stop()
         return 0
     finally:
         lock.release()
+
+
+async def start_dashboard(gw: Gateway) -> Dashboard | None:
+    """Serve the dashboard when enabled; like a surface, one that cannot bind is reported and the rest runs."""
+    cfg = gw.config.dashboard
+    if not cfg.enabled:
+        return None
+    dashboard = Dashboard(gw)
+    try:
+        await dashboard.start()
+    except (OSError, DashboardError) as exc:
+        log.error("dashboard_failed listen=%s error=%s", cfg.listen, exc)
+        print(f"dashboard: down: {exc}", file=sys.stderr)
+        return None
+    print(f"dashboard: up on {cfg.listen} (`anyy dashboard url` prints the login link)", file=sys.stderr)
+    return dashboard
 
 
 async def chat(config: Config, args: argparse.Namespace) -> int:
@@ -89,15 +110,18 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     setup_logging(logging.INFO if args.command == "run" else logging.WARNING)
+    secrets: list[str] = []
     try:
         config = load_config(args.config)
+        redaction.install(config)
+        secrets = redaction.configured_secrets(config)
         fn: Command = args.fn
         return asyncio.run(fn(config, args))
     except ConfigError as exc:
-        print(f"anyy: {exc}", file=sys.stderr)
+        print(f"anyy: {redaction.redact(str(exc))}", file=sys.stderr)
         return 2
-    except (LockHeld, StoreError, admin.AdminError) as exc:
-        print(f"anyy: {exc}", file=sys.stderr)
+    except (LockHeld, StoreError, admin.AdminError, DashboardError) as exc:
+        print(f"anyy: {redaction.redact(str(exc), secrets)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

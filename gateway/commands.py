@@ -10,8 +10,9 @@ from gateway.runtime import Runtime
 from gateway.scheduler import AutomationService
 from gateway.selection import Selection, describe_selection, describe_tools, select_toolsets, tools_for
 from store.approvals import Approvals
-from store.records import Inbound, SessionRecord
+from store.records import Inbound, Outbound, SessionRecord
 from store.tasks import Tasks
+from toolsets.base import Toolset
 from toolsets.loader import loader_tool
 
 HELP = """Anyy — your assistant. Just write; or use:
@@ -21,9 +22,9 @@ HELP = """Anyy — your assistant. Just write; or use:
 /remind <when> <text> — e.g. /remind 10m stretch, /remind 09:00 standup
 /reminders — your reminders; /cancel <id> to delete one
 /tasks — your open tasks
-/approvals — actions waiting for your approval; /approve ID, /deny ID [reason]"""
+/approvals — actions waiting for your approval; /approvals ID shows one in full; /approve ID, /deny ID [reason]"""
 
-Handler = Callable[[Inbound, SessionRecord, str], Awaitable[str]]
+Handler = Callable[[Inbound, SessionRecord, str], Awaitable[str | Outbound]]
 
 
 class Commands:
@@ -39,7 +40,7 @@ class Commands:
             "cancel": self.cancel,
         }
 
-    async def __call__(self, inbound: Inbound, session: SessionRecord) -> str | None:
+    async def __call__(self, inbound: Inbound, session: SessionRecord) -> str | Outbound | None:
         head, _, args = inbound.text.strip().partition(" ")
         name = head[1:].split("@", 1)[0].lower()  # Telegram appends @botname in groups
         handler = self.table.get(name)
@@ -57,19 +58,20 @@ class Commands:
         await self.runtime.sessions.new_epoch(session.id)
         return "Started a fresh conversation. Earlier messages stay searchable."
 
-    def _selection(self, session: SessionRecord) -> Selection:
+    def _selection(self, session: SessionRecord, available: list[Toolset]) -> Selection:
         if session.last_selection:
             return Selection.model_validate(session.last_selection)
         return select_toolsets("", has_attachments=False, recent=[], pins=session.pinned_toolsets,
-                               available=self.runtime.available())
+                               available=available)
 
     async def tools(self, inbound: Inbound, session: SessionRecord, args: str) -> str:
-        available = self.runtime.available()
-        return describe_tools(tools_for(self._selection(session).names, available, loader_tool(available)))
+        available = await self.runtime.offered(inbound.user_key)
+        return describe_tools(tools_for(self._selection(session, available).names, available, loader_tool(available)))
 
     async def toolsets(self, inbound: Inbound, session: SessionRecord, args: str) -> str:
         words = args.split()
-        available = {ts.name for ts in self.runtime.available()}
+        offered = await self.runtime.offered(inbound.user_key)
+        available = {ts.name for ts in offered}
         if words[:1] == ["auto"]:
             await self.runtime.sessions.update(session.id, pinned_toolsets=None)
             return "Toolsets are chosen automatically again for each message."
@@ -81,14 +83,24 @@ class Commands:
                     f"Available: {', '.join(sorted(available))}"
             await self.runtime.sessions.update(session.id, pinned_toolsets=names)
             return f"Pinned: {', '.join(names)} (plus the loader). /toolsets auto to undo."
-        return describe_selection(self._selection(session), self.runtime.available())
+        return describe_selection(self._selection(session, offered), offered)
 
-    async def list_approvals(self, inbound: Inbound, session: SessionRecord, args: str) -> str:
+    async def list_approvals(self, inbound: Inbound, session: SessionRecord, args: str) -> str | Outbound:
+        if args:
+            return await self.show_approval(inbound, args.split()[0])
         pending = [a for a in await Approvals(self.runtime.store).list(("pending",))
                    if inbound.user_key in a.deciders]
         if not pending:
             return "Nothing is waiting for your approval."
         return "\n".join(f"{a.id} — {a.tool}: {a.preview.splitlines()[0][:80] if a.preview else ''}" for a in pending)
+
+    async def show_approval(self, inbound: Inbound, approval_id: str) -> str | Outbound:
+        """`/approvals ID`: the whole preview, verbatim (a prompt cuts a long one)."""
+        rec = await Approvals(self.runtime.store).get(approval_id)
+        if rec is None or inbound.user_key not in (*rec.deciders, rec.requester):
+            return f"No approval {approval_id}."  # someone else's looks exactly like a missing one
+        return Outbound(origin=inbound.origin, preformatted=True,
+                        text=f"Approval {rec.id} ({rec.state}): {rec.tool}\n\n{rec.preview}")
 
     async def approve(self, inbound: Inbound, session: SessionRecord, args: str) -> str:
         if not args:

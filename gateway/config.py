@@ -6,6 +6,7 @@ means "all defaults"). The data directory is `$ANYY_HOME`, else `~/.local/share/
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import tomllib
 from pathlib import Path
@@ -34,6 +35,9 @@ class ModelConfig(Section):
     max_retries: int = Field(4, ge=0, le=10)
     fallback_model: str = ""
     max_tokens: int = Field(2048, gt=0)
+    vision: bool = False  # the model accepts images: photos go to it as image parts
+    image_max_side: int = Field(1568, ge=64, le=8192, description="pixels; larger images are downscaled")
+    image_max_kb: int = Field(1024, ge=16, le=20_480, description="encoded size of one image sent")
 
     @property
     def configured(self) -> bool:
@@ -75,6 +79,15 @@ class ApprovalsConfig(Section):
     ttl_hours: dict[str, float] = Field(default_factory=dict)
     approvers: list[str] = Field(default_factory=list, description="user keys, e.g. 'telegram:12345'")
     hook: str = ""
+
+
+GUEST_TOOLSETS = ["sessions", "memory", "tasks", "automation", "messaging", "clarify", "web"]
+
+
+class AccessConfig(Section):
+    # Toolsets a guest's turn may use (a guest is a user admitted by pairing). Names of toolsets this
+    # runtime does not have are harmless, so the default can already list ones still to come.
+    guest_toolsets: list[str] = Field(default_factory=lambda: list(GUEST_TOOLSETS))
 
 
 class TelegramConfig(Section):
@@ -163,6 +176,33 @@ class WebConfig(Section):
         return self.api_key_env or {"brave": "BRAVE_API_KEY", "tavily": "TAVILY_API_KEY"}.get(self.search, "")
 
 
+class SpeechConfig(Section):
+    """Voice notes in: an OpenAI-compatible transcription endpoint (whisper.cpp server, speaches, OpenAI)."""
+
+    transcribe_url: str = ""  # POST {transcribe_url}/audio/transcriptions; empty = voice notes are not transcribed
+    transcribe_model: str = "whisper-1"
+    api_key_env: str = "ANYY_SPEECH_KEY"
+    timeout_s: float = Field(120, gt=0)
+
+
+class TtsConfig(Section):
+    """Voice notes out: the engine behind `text_to_speech` ("none" = the toolset is absent)."""
+
+    engine: Literal["espeak-ng", "openai", "none"] = "none"
+    url: str = ""  # for "openai": POST {url}/audio/speech (the key is [speech] api_key_env)
+    model: str = "tts-1"  # for "openai"
+    voice: str = "en"
+    timeout_s: float = Field(120, gt=0)
+
+
+class ArtifactsConfig(Section):
+    """Received attachments and produced files, kept under the data directory."""
+
+    retention_days: float = Field(30, gt=0)
+    max_file_mb: float = Field(20, gt=0)
+    max_daily_mb: float = Field(200, gt=0, description="per user per day, received and produced together")
+
+
 class ConsoleConfig(Section):
     user_id: str = "owner"
 
@@ -195,15 +235,66 @@ class TerminalConfig(Section):
         return self
 
 
+class DashboardConfig(Section):
+    enabled: bool = True
+    listen: str = "127.0.0.1:8765"
+    allow_remote: bool = False
+
+    @property
+    def host(self) -> str:
+        return split_listen(self.listen)[0]
+
+    @property
+    def port(self) -> int:
+        return split_listen(self.listen)[1]
+
+    @field_validator("listen")
+    @classmethod
+    def _listen(cls, v: str) -> str:
+        split_listen(v)
+        return v
+
+    @model_validator(mode="after")
+    def _loopback_unless_allowed(self) -> "DashboardConfig":
+        # The dashboard can approve an email: serving it beyond this machine must be a deliberate choice.
+        if not self.allow_remote and not is_loopback(self.host):
+            raise ValueError(f"listen = {self.listen!r} is not a loopback address; use 127.0.0.1 or set "
+                             "allow_remote = true to serve the dashboard beyond this machine")
+        return self
+
+
+def split_listen(listen: str) -> tuple[str, int]:
+    """`host:port` (IPv6 as `[::1]:8765`) -> (host, port); ValueError naming the problem."""
+    host, sep, port = listen.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"listen = {listen!r} must be HOST:PORT, e.g. '127.0.0.1:8765'")
+    return host, int(port)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a host name other than localhost may resolve anywhere
+
+
 class Config(Section):
     model: ModelConfig = Field(default_factory=ModelConfig)
     store: StoreConfig = Field(default_factory=StoreConfig)
     runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)
     tool_governance: GovernanceConfig = Field(default_factory=GovernanceConfig)
     approvals: ApprovalsConfig = Field(default_factory=ApprovalsConfig)
+    access: AccessConfig = Field(default_factory=AccessConfig)
     console: ConsoleConfig = Field(default_factory=ConsoleConfig)
     workspace: WorkspaceConfig = Field(default_factory=WorkspaceConfig)
     terminal: TerminalConfig = Field(default_factory=TerminalConfig)
+    dashboard: DashboardConfig = Field(default_factory=DashboardConfig)
+    speech: SpeechConfig = Field(default_factory=SpeechConfig)
+    tts: TtsConfig = Field(default_factory=TtsConfig)
+    artifacts: ArtifactsConfig = Field(default_factory=ArtifactsConfig)
     telegram: TelegramConfig | None = None
     slack: SlackConfig | None = None
     email: EmailConfig | None = None

@@ -9,7 +9,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from store.db import Store
-from store.records import Button, Origin, Outbound
+from store.records import Attachment, Button, Origin, Outbound
 from toolsets.base import Toolset, ToolError
 from toolsets.untrusted import new_boundary, wrap
 
@@ -30,10 +30,12 @@ class TurnContext:
     enqueue: Enqueue
     available: dict[str, Toolset] = field(default_factory=dict)
     loaded: set[str] = field(default_factory=set)
+    guest: bool = False  # a paired guest's turn: only the toolsets shared with guests (gateway.access)
     has_buttons: bool = False  # whether the surface renders buttons (else options are listed in the text)
     ended: bool = False  # set by ask(): the turn stops after this tool round
     boundary: str = field(default_factory=new_boundary)  # closes this turn's untrusted blocks
     external_sources: list[str] = field(default_factory=list)  # what outside content this turn has read
+    images: list[dict[str, Any]] = field(default_factory=list)  # to show the model after this tool round
     _sends: int = 0
 
     def now(self) -> datetime:
@@ -42,13 +44,17 @@ class TurnContext:
     def service(self, name: str) -> Any | None:
         return self.services.get(name)
 
-    async def send(self, text: str, origin: Origin | None = None) -> int:
+    async def send(self, text: str, origin: Origin | None = None, attachment: Attachment | None = None) -> int:
         target = origin or self.origin
         if target.key() != self.origin.key():
             raise ToolError("messages can only go to the current conversation")
         self._sends += 1
         # Deterministic key: a turn re-run after a crash does not send the same message twice.
-        return await self.enqueue(Outbound(origin=target, text=text), f"{self.turn_id}:send:{self._sends}")
+        return await self.enqueue(Outbound(origin=target, text=text, attachment=attachment),
+                                  f"{self.turn_id}:send:{self._sends}")
+
+    def show_image(self, part: dict[str, Any]) -> None:
+        self.images.append(part)
 
     async def ask(self, question: str, options: list[str]) -> int:
         self.ended = True

@@ -6,9 +6,11 @@ import argparse
 
 import httpx
 
+from connectors.speech import EspeakEngine
 from gateway.config import Config, secret
 from gateway.llm import make_client
 from gateway.llm.types import ChatMessage, ModelUnavailable
+from gateway.redaction import configured_secrets, redact
 from gateway.services import connector_checks
 from gateway.surfaces import build_surfaces
 from store.db import Store, StoreError
@@ -27,8 +29,10 @@ async def doctor(config: Config, args: argparse.Namespace) -> int:
     if not surfaces and not problems:
         results.append((WARN, "surfaces", "none configured: only `anyy chat` (the terminal) can reach you"))
     results += await connector_checks(config)
+    secrets = configured_secrets(config)
+    results += _media(config)
     for mark, what, detail in results:
-        print(f"{mark} {what}: {detail}")
+        print(redact(f"{mark} {what}: {detail}", secrets))
     failed = sum(1 for mark, _, _ in results if mark == BAD)
     print("All good." if not failed else f"{failed} problem(s) to fix.")
     return 1 if failed else 0
@@ -58,6 +62,21 @@ async def _model(config: Config) -> tuple[str, str, str]:
     finally:
         await client.aclose()
     return OK, "model", f"{cfg.provider} {reply.model or cfg.model} at {cfg.base_url} answers"
+
+
+def _media(config: Config) -> list[tuple[str, str, str]]:
+    """Voice notes in (a transcription endpoint) and out (a usable speech engine); see docs/media.md."""
+    speech, tts = config.speech, config.tts
+    lines = [(OK, "speech", f"voice notes are transcribed at {speech.transcribe_url} ({speech.transcribe_model})")
+             if speech.transcribe_url else
+             (WARN, "speech", "voice notes are not transcribed: set [speech] transcribe_url (docs/media.md)")]
+    if tts.engine == "espeak-ng" and (missing := EspeakEngine.missing_programs()):
+        lines.append((BAD, "tts", f"engine espeak-ng needs {' and '.join(missing)}: apt-get install espeak-ng ffmpeg"))
+    elif tts.engine == "openai" and not tts.url:
+        lines.append((BAD, "tts", "engine openai needs [tts] url (e.g. \"https://api.openai.com/v1\")"))
+    elif tts.engine != "none":
+        lines.append((OK, "tts", f"text_to_speech with {tts.engine} (voice {tts.voice})"))
+    return lines
 
 
 async def _surface(config: Config, name: str) -> tuple[str, str, str]:

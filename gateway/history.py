@@ -11,23 +11,32 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from gateway.llm.types import ChatMessage
+from gateway.llm.types import ChatMessage, ImagePart
 from store.messages import Messages
 from store.records import MessageRecord
 
 T = TypeVar("T")
+
+# What one image counts against the context budget, in characters (about its token cost in a vision
+# model). Images are fitted after the text, so when the budget is tight they are dropped first.
+IMAGE_CHARS = 4_000
 
 
 def to_chat(msg: MessageRecord) -> ChatMessage:
     """One stored message as the model sees it. Events (approval outcomes, late notices) are shown as
     bracketed user-side notes, which every provider accepts after a tool result."""
     if msg.role == "event":
-        return ChatMessage(role="user", content=f"[event] {msg.content}")
+        return ChatMessage(role="user", content=f"[event] {msg.content}", images=_images(msg))
     if msg.role == "tool":
         return ChatMessage(role="tool", content=msg.content, tool_call_id=msg.tool_call_id, name=msg.tool_name)
     if msg.role == "assistant":
         return ChatMessage(role="assistant", content=msg.content, tool_calls=msg.tool_calls)
-    return ChatMessage(role="user", content=msg.content)
+    return ChatMessage(role="user", content=msg.content, images=_images(msg))
+
+
+def _images(msg: MessageRecord) -> list[ImagePart]:
+    """Images a user message or an event carried (stored downscaled in its meta by gateway.media)."""
+    return [ImagePart(mime_type=i["mime_type"], data=i["data"]) for i in msg.meta.get("images", ())]
 
 
 def _size(msg: MessageRecord) -> int:
@@ -53,8 +62,30 @@ def newest_turns(messages: list[MessageRecord], budget_chars: int,
 def fit_history(messages: list[MessageRecord], budget_chars: int,
                 convert: Callable[[MessageRecord], ChatMessage] = to_chat,
                 size: Callable[[MessageRecord], int] = _size) -> list[ChatMessage]:
-    """The model's view of `messages`: the newest whole turns that fit, as chat messages."""
-    return _drop_orphans([convert(m) for m in newest_turns(messages, budget_chars, size)])
+    """The model's view of `messages`: the newest whole turns that fit, as chat messages, with as many of
+    their images as fit in what the text left of the budget."""
+    rows = newest_turns(messages, budget_chars, size)
+    room = budget_chars - sum(size(m) for m in rows)
+    return _drop_orphans(_fit_images([convert(m) for m in rows], room))
+
+
+def _fit_images(msgs: list[ChatMessage], room: int) -> list[ChatMessage]:
+    """Keep images newest first while they fit in `room` (the newest ones always); older ones are
+    replaced by a note, so the model knows an image was there and can look again."""
+    out: list[ChatMessage] = []
+    newest = True
+    for m in reversed(msgs):
+        if m.images:
+            cost = IMAGE_CHARS * len(m.images)
+            if newest or cost <= room:
+                room -= cost
+            else:
+                note = f"[{len(m.images)} image(s) left out of the context; artifact_inspect shows one again]"
+                m = m.model_copy(update={"images": [], "content": f"{m.content}\n{note}" if m.content else note})
+            newest = False
+        out.append(m)
+    out.reverse()
+    return out
 
 
 @dataclass

@@ -10,7 +10,7 @@ import asyncio
 import importlib
 import inspect
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from enum import StrEnum
 from typing import Any
 
@@ -72,9 +72,20 @@ class Policy:
         self.hook = load_hook(approvals.hook)
 
     async def decide(self, tool: Tool, args: dict[str, Any], user_key: str,
-                     call: Descriptor | None = None) -> tuple[Verdict, Descriptor, str]:
+                     call: Descriptor | None = None,
+                     external: Sequence[str] = ()) -> tuple[Verdict, Descriptor, str]:
         """Return the verdict, the effective descriptor and a reason (for refusals and the audit).
-        `call` is the descriptor for these arguments when the tool has a call policy."""
+
+        `call` is the descriptor for these arguments when the tool has a call policy. `external` names
+        the outside content the turn has read so far: a steering write (memory, automations) after it is
+        held for the owner, whatever its own policy or the hook says."""
+        verdict, d, reason = await self._decide(tool, args, user_key, call)
+        if external and d.steering and verdict in (Verdict.RUN, Verdict.RUN_AUDITED):
+            return Verdict.HOLD, d, f"steering write after external content ({', '.join(external)})"
+        return verdict, d, reason
+
+    async def _decide(self, tool: Tool, args: dict[str, Any], user_key: str,
+                      call: Descriptor | None) -> tuple[Verdict, Descriptor, str]:
         d = effective_descriptor(tool, self.governance, call)
         gated = d.execution.needs_approval or d.approval is ApprovalPolicy.ALWAYS
         if d.approval is ApprovalPolicy.HOOK and d.execution is not ExecutionPolicy.FORCE_CHANGE_PLAN:

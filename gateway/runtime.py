@@ -26,14 +26,16 @@ from gateway.config import Config
 from gateway.context import TurnContext
 from gateway.history import UNKNOWN_OUTCOME, HistoryWindows, to_chat
 from gateway.llm.types import ChatMessage, ModelClient, ModelUnavailable, ToolSchema
+from gateway.media import Media
 from gateway.outbox import OutboxService
 from gateway.prompt import system_prompt
 from gateway.selection import select_toolsets, tools_for
 from gateway.toolcalls import ToolCaller
+from store.audit import Audit
 from store.db import Store
 from store.inbound import InboundLog
 from store.messages import Messages
-from store.records import Inbound, MessageRecord, Origin, Outbound, SessionRecord, ToolCallRecord
+from store.records import AuditEvent, Inbound, MessageRecord, Origin, Outbound, SessionRecord, ToolCallRecord
 from store.sessions import Sessions, session_id_for
 from toolsets.base import Tool, Toolset
 from toolsets.loader import loader_tool
@@ -42,7 +44,10 @@ from toolsets.memory import memory_prompt
 log = logging.getLogger(__name__)
 
 RECENT_TURNS = 2  # toolsets used this many turns back stay selected (follow-ups like "yes, send it")
-CommandHandler = Callable[[Inbound, SessionRecord], Awaitable[str | None]]
+CommandHandler = Callable[[Inbound, SessionRecord], Awaitable[str | Outbound | None]]
+
+
+MODEL_ERROR = "model.error"  # the audit action of a model call that failed after retries
 
 
 class Runtime:
@@ -61,6 +66,7 @@ class Runtime:
         self.messages = Messages(store)
         self.windows = HistoryWindows(self.messages, config.runtime.context_budget)
         self.inbound_log = InboundLog(store)
+        self.media = Media(config, services.get("artifacts"), services.get("speech"))
         self._lanes: dict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._turns = Background()
         self._tool_toolset = {t.name: ts.name for ts in toolsets for t in ts.tools}
@@ -131,17 +137,24 @@ class Runtime:
         session = await self.sessions.get_or_create(sid, inbound.origin, inbound.user_key)
         if inbound.text.startswith("/") and self.commands is not None:
             answer = await self.commands(inbound, session)
+            if isinstance(answer, Outbound):
+                await self.outbox.enqueue(answer, f"{turn_id}:command")
+                return
             if answer is not None:
                 await self.reply(inbound.origin, answer, f"{turn_id}:command")
                 return
-        user_text = _with_attachments(inbound)
         surface = self.outbox.surfaces.get(inbound.surface)
         progress = surface.progress(inbound.origin, inbound.platform_message_id) if surface else contextlib.nullcontext()
         async with progress:
-            text = await self.model_turn(session, turn_id, user_text=user_text,
+            prepared = await self.media.prepare(inbound, session.id, session.user_key, turn_id)
+            for index, notice in enumerate(prepared.notices):
+                await self.reply(inbound.origin, notice, f"{turn_id}:media:{index}")
+            if prepared.empty:
+                return
+            text = await self.model_turn(session, turn_id, user_text=prepared.text, images=prepared.images,
                                          has_attachments=bool(inbound.attachments))
         if text:
-            await self.reply(inbound.origin, text, f"{turn_id}:reply")
+            await self.reply(inbound.origin, prepared.heard + text, f"{turn_id}:reply")
 
     async def _follow_up(self, session_id: str, event: str, dedupe: str) -> None:
         async with self._lanes[session_id]:
@@ -163,11 +176,19 @@ class Runtime:
         present = (ts.present(self.services) for ts in self.toolsets if ts.name not in exclude)
         return [ts for ts in present if ts is not None]
 
+    async def offered(self, user_key: str, exclude: set[str] = frozenset()) -> list[Toolset]:
+        """The available toolsets this user's turns may use: all for an owner, the shared ones for a guest."""
+        return self.access.toolsets_for(await self.access.role_of(user_key), self.available(exclude))
+
     async def model_turn(self, session: SessionRecord, turn_id: str, *, user_text: str | None = None,
                          event: str | None = None, has_attachments: bool = False,
-                         exclude: set[str] = frozenset()) -> str | None:
+                         exclude: set[str] = frozenset(), images: list[dict[str, Any]] | None = None) -> str | None:
         """Run the model on the session until it answers. Returns the final text (None when the turn
         ended by asking the user a question)."""
+        role = await self.access.role_of(session.user_key)
+        if role is None:  # revoked since the turn was queued (a follow-up, an automation): nothing runs
+            log.info("turn_refused session=%s reason=no_access", session.id)
+            return None
         rows = await self.windows.load(session.id, session.epoch)
         mine = [m for m in rows if m.turn_id == turn_id]  # a re-run after a crash: continue, don't repeat
         if mine and mine[-1].role == "assistant" and not mine[-1].tool_calls:
@@ -175,13 +196,14 @@ class Runtime:
         if not mine:
             new = MessageRecord(session_id=session.id, epoch=session.epoch, turn_id=turn_id,
                                 role="user" if user_text is not None else "event",
-                                content=user_text if user_text is not None else (event or ""), user_key=session.user_key)
+                                content=user_text if user_text is not None else (event or ""), user_key=session.user_key,
+                                meta={"images": images} if images else {})
             await self.messages.add(new)
             rows.append(new)
         if self.model is None:
             return (f"No model is configured yet. Set [model] base_url and model in {self.config.source} "
                     f"(and put the API key in ${self.config.model.api_key_env}); slash commands work meanwhile: /help")
-        available = self.available(exclude)
+        available = self.access.toolsets_for(role, self.available(exclude))
         selection = select_toolsets(user_text or event or "", has_attachments=has_attachments,
                                     recent=self._recent_toolsets(rows, turn_id), pins=session.pinned_toolsets,
                                     available=available)
@@ -190,7 +212,8 @@ class Runtime:
         ctx = TurnContext(store=self.store, user_key=session.user_key, session_id=session.id, origin=session.origin,
                           tz=self.config.tz, turn_id=turn_id, services=self.services, enqueue=self.outbox.enqueue,
                           available={ts.name: ts for ts in available}, loaded=set(selection.names),
-                          has_buttons=self._has_buttons(session.surface))
+                          has_buttons=self._has_buttons(session.surface), guest=role == "guest",
+                          external_sources=_external_read(rows, turn_id))
         loader = loader_tool(available)
         if mine and mine[-1].role in ("assistant", "tool"):
             rows += await self._finish_interrupted(ctx, session, mine, loader)
@@ -205,6 +228,10 @@ class Runtime:
                 reply = await self.model.complete(convo, [self._schema(t) for t in tools])
             except ModelUnavailable as exc:
                 log.warning("model_unavailable session=%s", session.id)
+                # Recorded so the dashboard's health page can count model errors; the message names
+                # the URL and the cause, never a key.
+                await Audit(self.store).add(AuditEvent(actor="anyy", action=MODEL_ERROR, session_id=session.id,
+                                                       detail={"error": str(exc)[:300]}))
                 return f"⚠️ {exc}"
             assistant = MessageRecord(session_id=session.id, epoch=session.epoch, turn_id=turn_id, role="assistant",
                                       content=reply.text, tool_calls=reply.tool_calls, user_key=session.user_key,
@@ -216,6 +243,7 @@ class Runtime:
             for call in reply.tool_calls:
                 _, visible = await self._run_call(ctx, session, call, loader)
                 convo.append(ChatMessage(role="tool", content=visible, tool_call_id=call.id, name=call.name))
+            await self._show_images(ctx, session, convo)
             if ctx.ended:
                 return None
         return (f"I stopped after {self.config.runtime.max_tool_rounds} rounds of tool calls without finishing. "
@@ -231,9 +259,12 @@ class Runtime:
         visible[loader.name] = loader
         run = self.caller.resume if resumed else self.caller.run
         outcome = await run(ctx, call, visible)
+        # The row remembers what outside content the turn had read by now, so a turn re-run after a
+        # crash still holds steering writes (see _external_read).
+        meta = {**outcome.meta, "external": list(ctx.external_sources)} if ctx.external_sources else outcome.meta
         result = MessageRecord(session_id=session.id, epoch=session.epoch, turn_id=ctx.turn_id, role="tool",
                                content=outcome.stored, tool_call_id=call.id, tool_name=call.name,
-                               user_key=session.user_key, meta=outcome.meta)
+                               user_key=session.user_key, meta=meta)
         result.id = await self.caller.journal.add_result(result, outcome.journal)
         return result, outcome.visible
 
@@ -264,6 +295,19 @@ class Runtime:
             out.append(row)
         return out
 
+    async def _show_images(self, ctx: TurnContext, session: SessionRecord, convo: list[ChatMessage]) -> None:
+        """Images a tool asked to show (artifact_inspect) follow the tool results as a stored event, which
+        both wire formats accept there."""
+        if not ctx.images:
+            return
+        names = ", ".join(f"{p['name']} (artifact {p['artifact']})" for p in ctx.images)
+        event = MessageRecord(session_id=session.id, epoch=session.epoch, turn_id=ctx.turn_id, role="event",
+                              content=f"The image(s) you asked to see: {names}", user_key=session.user_key,
+                              meta={"images": ctx.images})
+        ctx.images = []
+        await self.messages.add(event)
+        convo.append(to_chat(event))
+
     def _has_buttons(self, surface_name: str) -> bool:
         surface = self.outbox.surfaces.get(surface_name)
         return surface is not None and surface.has_buttons
@@ -289,10 +333,11 @@ class Runtime:
         return sorted(used)
 
 
-def _with_attachments(inbound: Inbound) -> str:
-    if not inbound.attachments:
-        return inbound.text
-    lines = [f"- {a.name} ({a.mime_type}, {a.size} bytes) " + (f"saved at {a.path}" if a.path else "not downloaded")
-             for a in inbound.attachments]
-    return (inbound.text + "\n\n" if inbound.text else "") + "[attachments]\n" + "\n".join(lines)
+def _external_read(rows: list[MessageRecord], turn_id: str) -> list[str]:
+    """The external sources this turn had read before (its stored tool rows, when it is a re-run)."""
+    sources: list[str] = []
+    for m in rows:
+        if m.turn_id == turn_id and m.role == "tool":
+            sources += [s for s in m.meta.get("external", []) if s not in sources]
+    return sources
 

@@ -82,12 +82,16 @@ class AutomationService:
         late_after: a firing more than this behind its slot is marked late even without downtime.
         retry_delays: seconds to wait between attempts to enqueue a delivery.
         sync_interval_s: how often a resident service picks up rows changed by other processes.
+        may_run: whether the automation's user still has access (`Access.allowed_key`); a run of a user
+            who has none is recorded as skipped and delivers nothing.
     """
 
     def __init__(self, store: Store, tz: ZoneInfo, enqueue: Enqueue, run_prompt: RunPrompt | None = None, *,
                  clock: Clock = utcnow, late_after: timedelta = timedelta(minutes=1),
-                 retry_delays: Sequence[float] = (1.0, 5.0, 30.0), sync_interval_s: float = 30.0) -> None:
+                 retry_delays: Sequence[float] = (1.0, 5.0, 30.0), sync_interval_s: float = 30.0,
+                 may_run: Callable[[str], Awaitable[bool]] | None = None) -> None:
         self.repo = Automations(store)
+        self._may_run = may_run
         self.tz = tz
         self._enqueue = enqueue
         self._run_prompt = run_prompt
@@ -170,9 +174,10 @@ class AutomationService:
 
     async def update(self, user_key: str, automation_id: str, *, name: str | None = None,
                      schedule: ScheduleModel | None = None, action: ActionModel | None = None,
-                     enabled: bool | None = None) -> AutomationRecord:
+                     enabled: bool | None = None, actor: str | None = None) -> AutomationRecord:
         """Change the given fields. A new schedule, or enabling a paused automation, plans the next
-        run from now; pausing clears it."""
+        run from now; pausing clears it. The audit names `actor` (default: the user), e.g. the
+        owner's dashboard pausing a guest's automation."""
         fields: dict[str, Any] = {}
         if name is not None:
             fields["name"] = _name(name)
@@ -193,7 +198,7 @@ class AutomationService:
                 fields["next_run_at"] = iso(self._first_run(plan, self._clock()))
             if not fields:
                 raise AutomationError("nothing to change: give a name, schedule, action or enabled")
-            rec = await self.repo.update(automation_id, user_key, **fields)
+            rec = await self.repo.update(automation_id, actor or user_key, **fields)
             if rec is None:
                 raise AutomationError(f"no automation {automation_id}")
             self._place(rec.id, _slot(rec))
@@ -272,6 +277,10 @@ class AutomationService:
 
     async def _execute(self, row: AutomationRecord, run_id: int, slot: str, late: bool) -> None:
         """Produce the message for one claimed run and put it in the outbox."""
+        if self._may_run is not None and not await self._may_run(row.user_key):
+            log.info("automation skipped id=%s slot=%s reason=no_access", row.id, slot)
+            await self.repo.finish_run(run_id, "failed", "skipped: its user no longer has access")
+            return
         status = "delivered"
         try:
             text = await self._message(row, slot, late)

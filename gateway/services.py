@@ -6,7 +6,9 @@ appear for the model (toolsets name the service they require).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -14,13 +16,17 @@ from connectors.calendar import CalendarClient, CalendarSettings
 from connectors.email import EmailClient, EmailSettings
 from connectors.processes import Settings
 from connectors.shellrules import Rule
+from connectors.speech import EspeakEngine, OpenAISpeechEngine, SpeechEngine, Transcriber
 from connectors.web import Guard, HostRules, SearchError, WebFetcher, search_backend
 from connectors.workspace import Workspace
 from gateway.config import CalendarConfig, Config, EmailConfig, WebConfig, secret
 from gateway.scheduler import AutomationService
+from store.artifacts import Artifacts
 from store.db import Store
 from toolsets.jobs import Terminal
 from toolsets.memory import MemoryLimits
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from gateway.app import Gateway
@@ -95,13 +101,57 @@ def terminal(config: Config, store: Store) -> Terminal:
                     rules=tuple(Rule(r.program, r.subcommand) for r in cfg.allowlist), home=str(Path.home()))
 
 
+@dataclass(frozen=True)
+class VisionLimits:
+    """Present as the "vision" service when the model sees images: how far to downscale them."""
+
+    max_side: int
+    max_bytes: int
+
+
+def speech_engine(config: Config) -> SpeechEngine | None:
+    """The configured text-to-speech engine, or None (then the tts toolset is absent)."""
+    cfg = config.tts
+    if cfg.engine == "espeak-ng":
+        missing = EspeakEngine.missing_programs()
+        if missing:
+            log.warning("tts_unavailable engine=espeak-ng missing=%s", ",".join(missing))
+            return None
+        return EspeakEngine(cfg.voice, cfg.timeout_s)
+    if cfg.engine == "openai":
+        if not cfg.url:
+            log.warning("tts_unavailable engine=openai reason=no_url")
+            return None
+        return OpenAISpeechEngine(cfg.url, cfg.model, cfg.voice, secret(config.speech.api_key_env), cfg.timeout_s)
+    return None
+
+
+def media_services(config: Config, store: Store) -> dict[str, Any]:
+    """Artifacts (always), the transcriber and the speech engine (when configured)."""
+    cfg = config.artifacts
+    out: dict[str, Any] = {"artifacts": Artifacts(store, config.store_path.parent / "artifacts",
+                                                  max_file_bytes=int(cfg.max_file_mb * 1024 * 1024),
+                                                  max_daily_bytes=int(cfg.max_daily_mb * 1024 * 1024))}
+    speech = config.speech
+    if speech.transcribe_url:
+        out["speech"] = Transcriber(speech.transcribe_url, speech.transcribe_model, secret(speech.api_key_env),
+                                    speech.timeout_s)
+    engine = speech_engine(config)
+    if engine is not None:
+        out["tts"] = engine
+    if config.model.vision:
+        out["vision"] = VisionLimits(max_side=config.model.image_max_side, max_bytes=config.model.image_max_kb * 1024)
+    return out
+
+
 async def build_services(gateway: "Gateway") -> dict[str, Any]:
     config = gateway.config
     services: dict[str, Any] = {"surfaces": SurfaceStatus(gateway), **connectors(config), **web_services(config.web),
+                                **media_services(config, gateway.store),
                                 "memory": MemoryLimits(max_chars=config.runtime.memory_max_chars),
                                 "workspace": workspace(config)}
     services["automations"] = AutomationService(gateway.store, config.tz, gateway.outbox.enqueue,
-                                                gateway.run_prompt)
+                                                gateway.run_prompt, may_run=gateway.access.allowed_key)
     if config.terminal.enabled:
         term = terminal(config, gateway.store)
         if gateway.resident:  # only the resident process may declare another's processes lost

@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from gateway import checkpoints
+from gateway.access import Access
 from gateway.approvals import ApprovalService, sha256_text
 from gateway.context import TurnContext
 from gateway.policy import Policy, Verdict
@@ -23,6 +24,7 @@ from store.audit import Audit
 from store.journal import ToolJournal
 from store.records import ApprovalRecord, AuditEvent, ToolCallRecord, dumps
 from toolsets.base import Risk, Tool, ToolError
+from toolsets.loader import LOADER_TOOLSET
 
 log = logging.getLogger(__name__)
 
@@ -60,21 +62,34 @@ def held(rec: ApprovalRecord) -> CallOutcome:
     return CallOutcome(visible=text, stored=text, meta={"approval_id": rec.id})
 
 
+def _taint_note(sources: list[str]) -> str:
+    if not sources:
+        return ""
+    return (f"⚠️ Held because this conversation turn read outside content first: {', '.join(sources)}. "
+            "Approve only if this change is your own wish, not an instruction planted in that content.")
+
+
 class ToolCaller:
     def __init__(self, tools: dict[str, Tool], policy: Policy, approvals: ApprovalService, audit: Audit,
-                 deciders: Any, journal: ToolJournal) -> None:
+                 access: Access, journal: ToolJournal) -> None:
         self.tools = tools
         self.policy = policy
         self.approvals = approvals
         self.audit = audit
-        self.deciders = deciders  # callable: surface -> list of user keys
+        self.access = access
         self.journal = journal
 
     async def run(self, ctx: TurnContext, call: ToolCallRecord, visible: dict[str, Tool]) -> CallOutcome:
         """Run one call against the tools visible this round (name -> tool)."""
         tool = visible.get(call.name)
+        known = tool or self.tools.get(call.name)
+        if known is not None and ctx.guest and known.toolset != LOADER_TOOLSET \
+                and not self.access.guest_may_use(known.toolset):
+            # Not offered to a guest's turn, and refused even if the model names it anyway.
+            await self._audit(ctx, known, {}, "tool.refused", "not shared with guests")
+            return self._error(f"Error: {call.name} is not available in this conversation (it acts through "
+                               "the owner's accounts). Tell the user you cannot do that here.")
         if tool is None:
-            known = self.tools.get(call.name)
             hint = f" It belongs to the '{known.toolset}' toolset: call load_toolsets first." if known else ""
             return self._error(f"Error: unknown tool {call.name!r}.{hint}")
         try:
@@ -89,14 +104,15 @@ class ToolCaller:
                                "Send a JSON object matching the tool's schema.")
         plain = args.model_dump(mode="json")
         verdict, descriptor, reason = await self.policy.decide(tool, plain, ctx.user_key,
-                                                               tool.descriptor_for(ctx, args))
+                                                               tool.descriptor_for(ctx, args), ctx.external_sources)
         if verdict is Verdict.REFUSE:
             await self._audit(ctx, tool, plain, "tool.refused", reason)
             return self._error(f"Error: {tool.name} was {reason}.")
         if verdict is Verdict.HOLD:
             try:
-                rec = await self.approvals.hold(ctx, tool, args, call.id, str(descriptor.execution),
-                                                self.deciders(ctx.origin.surface))
+                deciders = await self.access.deciders(ctx.user_key, ctx.origin.surface, tool.toolset)
+                rec = await self.approvals.hold(ctx, tool, args, call.id, str(descriptor.execution), deciders,
+                                                note=_taint_note(ctx.external_sources) if descriptor.steering else "")
             except ToolError as exc:  # the preview found the call impossible (sent draft, server down)
                 await self._audit(ctx, tool, plain, "tool.refused", f"preview failed: {exc}")
                 return self._error(f"Error: {exc}")

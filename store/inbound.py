@@ -64,3 +64,9 @@ class InboundLog:
             return taken
 
         return await self.store.run(op)
+
+    async def last_by_surface(self) -> dict[str, str]:
+        """When each surface last handed over a message (ISO UTC): its "last event"."""
+        return await self.store.run(lambda db: {r[0]: r[1] for r in db.execute(
+            "SELECT json_extract(payload, '$.surface') AS surface, max(created_at) FROM inbound_queue"
+            " GROUP BY surface")})

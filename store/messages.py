@@ -98,28 +98,31 @@ class Messages:
 
         return await self.store.run(op)
 
-    async def search(self, user_key: str, query: str, limit: int = 10) -> list[SearchHit]:
-        """Full-text search over one user's messages. Short terms (under 3 characters, common in
-        Chinese) fall back to LIKE because the trigram index cannot match them."""
+    async def search(self, user_key: str | None, query: str, limit: int = 10) -> list[SearchHit]:
+        """Full-text search over one user's messages (every user's when `user_key` is None: the owner's
+        dashboard). Short terms (under 3 characters, common in Chinese) fall back to LIKE because the
+        trigram index cannot match them."""
 
         def op(db: Database) -> list[SearchHit]:
             terms = [t for t in query.split() if t]
+            who, who_args = ("m.user_key = ?", [user_key]) if user_key is not None else ("1 = 1", [])
             if terms and all(len(t) >= 3 for t in terms):
                 rows = db.execute_returning_dicts(
                     "SELECT m.id, m.session_id, m.turn_id, m.role, m.created_at,"
                     " snippet(messages_fts, 0, '[', ']', '…', 40) AS snippet"
                     " FROM messages_fts JOIN messages m ON m.rowid = messages_fts.rowid"
-                    " WHERE messages_fts MATCH ? AND m.user_key = ? AND m.role IN ('user','assistant')"
+                    f" WHERE messages_fts MATCH ? AND {who} AND m.role IN ('user','assistant')"
                     " ORDER BY m.id DESC LIMIT ?",
-                    [fts_quote(query), user_key, limit],
+                    [fts_quote(query), *who_args, limit],
                 )
             else:
                 like = [f"%{t}%" for t in terms] or ["%"]
                 where = " AND ".join("content LIKE ?" for _ in like)
                 rows = db.execute_returning_dicts(
-                    f"SELECT id, session_id, turn_id, role, created_at, substr(content, 1, 160) AS snippet FROM messages"
-                    f" WHERE {where} AND user_key = ? AND role IN ('user','assistant') ORDER BY id DESC LIMIT ?",
-                    [*like, user_key, limit],
+                    "SELECT id, session_id, turn_id, role, created_at, substr(content, 1, 160) AS snippet"
+                    " FROM messages m"
+                    f" WHERE {where} AND {who} AND role IN ('user','assistant') ORDER BY id DESC LIMIT ?",
+                    [*like, *who_args, limit],
                 )
             return [
                 SearchHit(message_id=r["id"], session_id=r["session_id"], turn_id=r["turn_id"], role=r["role"],

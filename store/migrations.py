@@ -235,6 +235,32 @@ def m003_host_tools(db: Database) -> None:
 
 
 @MIGRATIONS()
+def m003_artifacts(db: Database) -> None:
+    db.executescript(
+        """
+        CREATE TABLE artifacts (
+            id TEXT PRIMARY KEY,
+            session_id TEXT NOT NULL,
+            user_key TEXT NOT NULL,
+            name TEXT NOT NULL,
+            type TEXT NOT NULL,             -- MIME type
+            size INTEGER NOT NULL,
+            path TEXT NOT NULL,             -- under <data dir>/artifacts, mode 0600
+            sha256 TEXT NOT NULL,
+            pinned INTEGER NOT NULL DEFAULT 0,  -- pinned ones outlive [artifacts] retention_days
+            origin TEXT NOT NULL,           -- received | produced
+            source_key TEXT UNIQUE,         -- the turn and attachment it came from (re-runs find it)
+            meta TEXT,                      -- JSON: transcript, image size, ...
+            created_at TEXT NOT NULL
+        );
+        CREATE INDEX artifacts_session ON artifacts(session_id, created_at);
+        CREATE INDEX artifacts_user ON artifacts(user_key, created_at);
+        CREATE INDEX artifacts_retention ON artifacts(pinned, created_at);
+        """
+    )
+
+
+@MIGRATIONS()
 def m004_exactly_once(db: Database) -> None:
     """The tool-call journal, owners and leases on running work, bound approval payloads, and one
     approval per tool call."""

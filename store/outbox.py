@@ -7,6 +7,7 @@ still one message).
 
 from __future__ import annotations
 
+from pydantic import BaseModel
 from sqlite_utils import Database
 
 from store.db import Store
@@ -21,13 +22,22 @@ def _item(row: dict) -> OutboxItem:
     return row_to(OutboxItem, data)
 
 
+class Backlog(BaseModel):
+    """Undelivered messages of one surface."""
+
+    surface: str
+    pending: int
+    retrying: int  # pending rows that failed at least once
+    failed: int
+    oldest_pending_at: str | None = None
+
+
 class Outbox:
     def __init__(self, store: Store) -> None:
         self.store = store
 
     async def enqueue(self, outbound: Outbound, dedupe_key: str | None = None) -> int:
         """Add a message; with a dedupe key seen before, returns the existing row's id instead."""
-
         return await self.store.run(lambda db: add_outbound(db, outbound, dedupe_key))
 
     async def get(self, item_id: int) -> OutboxItem | None:
@@ -63,6 +73,14 @@ class Outbox:
     async def mark_failed(self, item_id: int, error: str) -> None:
         await self.store.run(lambda db: db.execute(
             "UPDATE outbox SET state = 'failed', attempts = attempts + 1, error = ? WHERE id = ?", [error, item_id]))
+
+    async def backlog(self) -> list[Backlog]:
+        """Per surface: pending (and retrying) rows, rows given up on, the oldest pending one."""
+        return await self.store.run(lambda db: [Backlog.model_validate(r) for r in db.execute_returning_dicts(
+            "SELECT surface, sum(state = 'pending') AS pending, sum(state = 'pending' AND attempts > 0) AS retrying,"
+            " sum(state = 'failed') AS failed,"
+            " min(CASE WHEN state = 'pending' THEN created_at END) AS oldest_pending_at"
+            " FROM outbox WHERE state != 'sent' GROUP BY surface ORDER BY surface")])
 
 
 def add_outbound(db: Database, outbound: Outbound, dedupe_key: str | None = None) -> int:

@@ -69,13 +69,19 @@ class Button(BaseModel):
 
 
 class Outbound(BaseModel):
-    """A message for a surface to render: text, optional buttons, optionally an edit of an earlier one."""
+    """A message for a surface to render: text, optional buttons, optionally an edit of an earlier one.
+    With `attachment` (a file under the data directory) the text is its caption; an `audio/ogg` file
+    goes out as a voice note where the platform has them."""
 
     origin: Origin
     text: str
     buttons: list[Button] = Field(default_factory=list)
+    attachment: Attachment | None = None
     edit_of_outbox_id: int | None = None  # edit the platform message that outbox row produced
     reply_to_platform_id: str | None = None
+    # Show the text exactly as written (an approval preview): no Markdown, links show their targets.
+    # Each surface renders it its own way (Telegram <pre>, Slack plain_text).
+    preformatted: bool = False
 
 
 class SessionRecord(BaseModel):
@@ -245,6 +251,24 @@ class ProcessRecord(BaseModel):
     log_path: str
     started_at: str
     finished_at: str | None = None
+
+
+class ArtifactRecord(BaseModel):
+    """A file a session received (an attachment) or produced (speech), stored under the data directory."""
+
+    id: str
+    session_id: str
+    user_key: str
+    name: str
+    type: str  # MIME type
+    size: int
+    path: str
+    sha256: str
+    pinned: bool = False
+    origin: Literal["received", "produced"] = "received"
+    source_key: str | None = None  # e.g. "<turn id>:<attachment index>": a re-run turn finds its own row
+    meta: dict[str, Any] = Field(default_factory=dict)  # transcript, image size, ...
+    created_at: str
 
 
 class PairingRecord(BaseModel):

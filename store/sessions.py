@@ -44,6 +44,11 @@ class Sessions:
 
         return await self.store.run(op)
 
+    async def recent(self, limit: int = 50) -> list[SessionRecord]:
+        """Every user's sessions, most recently active first (the dashboard)."""
+        return await self.store.run(lambda db: [row_to(SessionRecord, r, _JSON) for r in db.execute_returning_dicts(
+            "SELECT * FROM sessions ORDER BY updated_at DESC LIMIT ?", [limit])])
+
     async def update(self, session_id: str, **fields: Any) -> None:
         """Set columns; list/dict values are stored as JSON."""
         values = {k: (dumps(v) if isinstance(v, (list, dict)) else v) for k, v in fields.items()}

@@ -92,7 +92,7 @@ async def test_someone_not_allowed_cannot_decide(gated, model):
     approval_id = await held(gated, model)
     answer = await gated.gw.press("telegram", "666", "approve", approval_id, gated.console.origin)
     await gated.gw.idle()
-    assert answer == "You are not allowed to decide this approval."
+    assert answer == "You are not allowed to use this assistant; nothing changed."
     assert (await Approvals(gated.gw.store).get(approval_id)).state == "pending"
     assert EXECUTED == []
 

@@ -110,7 +110,8 @@ async def test_list_in_another_zone_moves_times_but_not_all_day_dates(store: Sto
 async def test_a_day_range_covers_that_whole_day(store: Store, client: CalendarClient) -> None:
     text = await call(cal_tools.calendar_list, context(store, client), start="2025-03-12", end="2025-03-12")
     assert text.splitlines()[0] == "1 event from Wed 12 Mar 2025 00:00 to Thu 13 Mar 2025 00:00 (Europe/Berlin):"
-    assert "Dentist" in text.splitlines()[1]
+    assert text.splitlines()[1].startswith('<untrusted source="calendar events from Wed 12 Mar 2025')
+    assert "Dentist" in text.splitlines()[2]
 
 
 @pytest.mark.parametrize("args, problem", [
@@ -125,9 +126,12 @@ async def test_list_refuses_bad_ranges(store: Store, client: CalendarClient, arg
 
 
 async def test_get_shows_the_whole_event(store: Store, client: CalendarClient) -> None:
-    text = await call(cal_tools.calendar_get, context(store, client), event_id="team-sync")
+    ctx = context(store, client)
+    text = await call(cal_tools.calendar_get, ctx, event_id="team-sync")
     version = await version_of(client, "team-sync")
     assert text.splitlines()[0] == f"id=team-sync version={version}"
+    assert text.splitlines()[1].startswith('<untrusted source="calendar event team-sync"')  # invitations are outside text
+    assert ctx.external_sources == ["calendar event team-sync"]
     assert "  when: Mon 03 Mar 2025 10:00–11:00 CET" in text
     assert "  attendees: alice@example.com, bob@example.com" in text
     assert "  repeats: FREQ=WEEKLY;COUNT=6;BYDAY=MO" in text
@@ -155,6 +159,7 @@ async def test_draft_of_a_change_shows_before_and_after(store: Store, caldav_ser
                       start="2025-03-12T16:30")
     assert "  when: Wed 12 Mar 2025 15:00–15:45 CET -> Wed 12 Mar 2025 16:30–17:15 CET" in text
     assert "location" not in text and f"version={await version_of(client, 'dentist')}" in text
+    assert '<untrusted source="calendar event dentist"' in text  # the event as the server has it
     assert caldav_server.etags(fresh_calendar) == before
 
 

@@ -109,9 +109,13 @@ async def test_status_search_and_get(ctx: RecordingContext, mail_servers: MailSe
     assert status == "Mailbox owner@example.test: IMAP ok; SMTP ok.\nINBOX: 7 messages, 4 unread."
     uid = mail_servers.uids["attachment"]
     found = await call(email_search, ctx, subject="invoice", since="2024-03-01")
-    assert found == (f"1 message(s) in INBOX, newest first:\n- uid {uid} | 2024-03-05 09:30 | "
-                     "Carol <carol@example.com> | Invoice 42 | unread\n  Please find the invoice attached.")
-    card = await call(email_get, ctx, uid=uid)
+    assert found.startswith("1 message(s) in INBOX, newest first:\n<untrusted source=\"email search in INBOX\"")
+    assert ctx.unwrap(found) == (f"- uid {uid} | 2024-03-05 09:30 | "
+                                 "Carol <carol@example.com> | Invoice 42 | unread\n  Please find the invoice attached.")
+    wrapped = await call(email_get, ctx, uid=uid)
+    assert wrapped.startswith(f'<untrusted source="email uid {uid} in INBOX"')
+    assert ctx.external_sources == ["email search in INBOX", f"email uid {uid} in INBOX"]
+    card = ctx.unwrap(wrapped)
     assert "Attachments: invoice-42.pdf (application/pdf, 2.0 KB), résumé.txt (text/plain, 11 B)" in card
     assert card.startswith(f"UID {uid} in INBOX (unread)\nFrom: Carol <carol@example.com>")
     assert card.endswith("\n\nPlease find the invoice attached.")

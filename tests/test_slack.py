@@ -57,7 +57,11 @@ class RecordingPort:
             self._changed.notify_all()
         return fresh
 
-    async def press(self, surface: str, user_id: str, action: str, value: str, origin: Origin) -> str:
+    async def admits(self, surface: str, user_id: str) -> bool:
+        return True  # this port records; what access decides is tested against the real Gateway
+
+    async def press(self, surface: str, user_id: str, action: str, value: str, origin: Origin,
+                    is_group: bool = False) -> str:
         async with self._changed:
             self.presses.append((surface, user_id, action, value, origin))
             self._changed.notify_all()

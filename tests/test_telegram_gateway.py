@@ -86,7 +86,7 @@ async def test_approval_by_button_executes_once(tg: FakeBot, model: FakeModel, t
 
         press(STRANGER_ID)
         [refused] = await tg.wait_calls("answerCallbackQuery")
-        assert refused.params["text"] == "You are not allowed to decide this approval."
+        assert refused.params["text"] == "You are not allowed to use this assistant; nothing changed."
         await gw.idle()
         assert EXECUTED == [] and "reply_markup" in tg.shown(*prompt)
 

@@ -1,6 +1,7 @@
 """The core toolsets (tasks, memory, sessions, messaging, clarify) and the loader, called through their
 argument models the way the runtime calls them, against the real store."""
 
+import json
 import re
 from typing import Any
 
@@ -149,7 +150,8 @@ async def test_session_search_finds_own_messages_with_dates_and_sessions(store):
     await _said(store, ctx.user_key, "telegram:9", "the kitchen renovation starts in May")
     await _said(store, ctx.user_key, "console:test", "kitchen tiles: go with the green ones")
     await _said(store, "telegram:someone-else", "telegram:5", "my kitchen is on fire")
-    hits = await call(sessions.session_search, ctx, query="kitchen")
+    hits = json.loads(ctx.unwrap(await call(sessions.session_search, ctx, query="kitchen")))
+    assert ctx.external_sources == ["session_search"]
     assert [h["session"] for h in hits] == ["this chat", "telegram:9"]
     assert hits[1]["snippet"] == "the [kitchen] renovation starts in May"
     assert len(hits[0]["date"]) == len("2030-01-01 12:00") and hits[0]["role"] == "user"
@@ -159,11 +161,13 @@ async def test_session_search_input_is_quoted(store):
     ctx = RecordingContext(store)
     await _said(store, ctx.user_key, "console:test", 'she said "NEAR" OR maybe not')
     # FTS5 syntax in the query is literal text: no error, and no operator semantics.
+    async def search(query: str) -> list:
+        return json.loads(ctx.unwrap(await call(sessions.session_search, ctx, query=query)))
+
     for query in ['"NEAR" OR*', "NEAR(said maybe)", "said AND", "-maybe", 'a"b', "content:said"]:
-        assert await call(sessions.session_search, ctx, query=query) == [], query
-    assert [h["snippet"] for h in await call(sessions.session_search, ctx, query='said "NEAR"')] == [
-        'she [said] ["NEAR"] OR maybe not']
-    assert len(await call(sessions.session_search, ctx, query="maybe NOT")) == 1  # NOT is a word here
+        assert await search(query) == [], query
+    assert [h["snippet"] for h in await search('said "NEAR"')] == ['she [said] ["NEAR"] OR maybe not']
+    assert len(await search("maybe NOT")) == 1  # NOT is a word here
     with pytest.raises(ToolError, match="query is empty"):
         await call(sessions.session_search, ctx, query="  ")
 

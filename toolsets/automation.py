@@ -100,7 +100,7 @@ async def automation_list(ctx: ToolContext) -> list[dict[str, Any]]:
 
 
 @_rejects_legacy
-@TOOLSET.tool(risk=Risk.RUNTIME_LOW, execution=ExecutionPolicy.AUDIT)
+@TOOLSET.tool(risk=Risk.RUNTIME_LOW, execution=ExecutionPolicy.AUDIT, steering=True)
 async def automation_create(ctx: ToolContext, name: str, schedule: ScheduleSpec, action: ActionSpec) -> dict[str, Any]:
     """Create a reminder or a scheduled automation that delivers to the current chat.
 
@@ -114,7 +114,7 @@ async def automation_create(ctx: ToolContext, name: str, schedule: ScheduleSpec,
 
 
 @_rejects_legacy
-@TOOLSET.tool(risk=Risk.RUNTIME_LOW, execution=ExecutionPolicy.AUDIT)
+@TOOLSET.tool(risk=Risk.RUNTIME_LOW, execution=ExecutionPolicy.AUDIT, steering=True)
 async def automation_update(ctx: ToolContext, id: str, name: str | None = None, schedule: ScheduleSpec | None = None,
                             action: ActionSpec | None = None, enabled: bool | None = None) -> dict[str, Any]:
     """Change an automation; only the fields given change. A new schedule plans the next run from now.

@@ -21,7 +21,7 @@ from zoneinfo import ZoneInfo
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from store.db import Store
-from store.records import Origin
+from store.records import Attachment, Origin
 
 
 class Risk(StrEnum):
@@ -124,9 +124,14 @@ class ToolContext(Protocol):
         or None when it is not configured."""
         ...
 
-    async def send(self, text: str, origin: Origin | None = None) -> int:
+    async def send(self, text: str, origin: Origin | None = None, attachment: Attachment | None = None) -> int:
         """Queue a message to the current origin (or `origin`, which must belong to the current user);
-        returns the outbox id."""
+        returns the outbox id. With `attachment` (a file under the data directory) `text` is its caption."""
+        ...
+
+    def show_image(self, part: dict[str, Any]) -> None:
+        """Show the model an image after this tool round (`part` as `gateway.media.image_part` makes it);
+        only for a vision model (the "vision" service exists)."""
         ...
 
     async def ask(self, question: str, options: list[str]) -> int:

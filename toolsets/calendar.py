@@ -276,7 +276,9 @@ async def calendar_list(ctx: ToolContext, start: When, end: When, calendar: str 
     if not events:
         return f"No events {span}."
     count = f"{len(events)} event{'' if len(events) == 1 else 's'}"
-    return "\n".join([f"{count} {span}:", *(_line(e, ctx.tz) for e in events)])
+    # Titles, places and descriptions are written by whoever sent the invitation: outside content.
+    listing = "\n".join(_line(e, ctx.tz) for e in events)
+    return f"{count} {span}:\n" + ctx.external(f"calendar events {span}", listing)
 
 
 @TOOLSET.tool()
@@ -289,7 +291,7 @@ async def calendar_get(ctx: ToolContext, event_id: str, calendar: str | None = N
     """
     with _errors():
         event = await _client(ctx).get_event(event_id, calendar)
-    return f"{_ref(event)}\n{_card(event, ctx.tz)}"
+    return f"{_ref(event)}\n" + ctx.external(f"calendar event {event.uid}", _card(event, ctx.tz))
 
 
 @TOOLSET.tool()
@@ -317,7 +319,9 @@ async def calendar_draft(ctx: ToolContext, event_id: str | None = None, title: s
         preview = await _preview_new(ctx, fields, calendar)
         return f"Draft only, nothing saved.\n{preview.text}\nTo save it, call calendar_create with these fields."
     before, after = await _changed(ctx, event_id, calendar, fields)
-    return (f"Draft only, nothing saved.\n{_change(before, after, ctx.tz)}\n"
+    # The event as it stands on the server is outside content (whoever sent the invitation wrote it).
+    change = ctx.external(f"calendar event {before.uid}", _change(before, after, ctx.tz))
+    return (f"Draft only, nothing saved.\n{change}\n"
             f"To apply it, call calendar_update with event_id={before.uid} version={before.version}.")
 
 

@@ -155,12 +155,14 @@ async def email_search(
                                           before=before, unseen=unread_only, folder=folder, limit=limit)
     if not found:
         return f"No messages in {folder} match."
-    lines = [f"{len(found)} message(s) in {folder}, newest first:"]
+    lines = []
     for m in found:
         lines.append(f"- uid {m.uid} | {_local(m.date, ctx.tz)} | {m.sender} | {m.subject}"
                      + (" | unread" if m.unseen else ""))
         lines += [f"  {m.snippet}"] if m.snippet else []
-    return "\n".join(lines)
+    # Senders, subjects and snippets are written by whoever sent the mail: outside content.
+    return f"{len(found)} message(s) in {folder}, newest first:\n" + ctx.external(
+        f"email search in {folder}", "\n".join(lines))
 
 
 @TOOLSET.tool(**_READ, visible_chars=6000)
@@ -174,7 +176,7 @@ async def email_get(ctx: ToolContext, uid: int, folder: str = "INBOX") -> str:
     """
     with _errors():
         message = await _client(ctx).get(uid, folder)
-    return _card(message, ctx.tz)
+    return ctx.external(f"email uid {uid} in {folder}", _card(message, ctx.tz))
 
 
 @TOOLSET.tool(risk=Risk.RUNTIME_LOW, execution=ExecutionPolicy.AUDIT)

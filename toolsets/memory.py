@@ -94,7 +94,7 @@ def _without(content: str, old_text: str) -> str:
     return " ".join(p for p in (head.strip(), tail.strip()) if p)
 
 
-@TOOLSET.tool(risk=Risk.RUNTIME_LOW, execution=ExecutionPolicy.AUDIT)
+@TOOLSET.tool(risk=Risk.RUNTIME_LOW, execution=ExecutionPolicy.AUDIT, steering=True)
 async def memory(
     ctx: ToolContext,
     action: Literal["add", "replace", "remove"],

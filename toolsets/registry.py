@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from toolsets import artifact
 from toolsets import automation
 from toolsets import calendar
 from toolsets import email
 from toolsets import file
 from toolsets import terminal
+from toolsets import tts
 from toolsets import clarify, memory, messaging, sessions, tasks
 from toolsets import web
 from toolsets.base import Tool, Toolset
@@ -23,6 +25,8 @@ TOOLSETS: list[Toolset] = [
     web.TOOLSET,
     file.TOOLSET,
     terminal.TOOLSET,
+    artifact.TOOLSET,
+    tts.TOOLSET,
 ]
 
 

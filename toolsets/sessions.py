@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+import json
 
 from store.messages import Messages
 from store.records import parse_iso
@@ -27,7 +27,7 @@ MAX_RESULTS = 20
 
 
 @TOOLSET.tool()
-async def session_search(ctx: ToolContext, query: str, limit: int = 5) -> list[dict[str, Any]]:
+async def session_search(ctx: ToolContext, query: str, limit: int = 5) -> str:
     """Search the user's past messages (all chats) for words; newest first, with snippets and dates.
 
     Args:
@@ -41,7 +41,7 @@ async def session_search(ctx: ToolContext, query: str, limit: int = 5) -> list[d
     hits = await Messages(ctx.store).search(ctx.user_key, query, wanted + 1)
     # The message being answered contains the words too; it is not "the past".
     hits = [h for h in hits if h.turn_id != ctx.turn_id][:wanted]
-    return [
+    found = [
         {
             "date": parse_iso(h.created_at).astimezone(ctx.tz).strftime("%Y-%m-%d %H:%M"),
             "session": "this chat" if h.session_id == ctx.session_id else h.session_id,
@@ -50,3 +50,5 @@ async def session_search(ctx: ToolContext, query: str, limit: int = 5) -> list[d
         }
         for h in hits
     ]
+    # Old messages include pasted mail and tool results: quoted as data, like any outside content.
+    return ctx.external("session_search", json.dumps(found, ensure_ascii=False))

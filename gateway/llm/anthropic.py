@@ -91,7 +91,12 @@ def wire_messages(messages: list[ChatMessage]) -> list[dict[str, Any]]:
 def _blocks(m: ChatMessage) -> list[dict[str, Any]]:
     if m.role == "tool":
         return [{"type": "tool_result", "tool_use_id": m.tool_call_id, "content": m.content}]
-    blocks: list[dict[str, Any]] = [{"type": "text", "text": m.content}] if m.content else []
+    # Images before the text that refers to them, as Anthropic's vision guide recommends.
+    blocks: list[dict[str, Any]] = [
+        {"type": "image", "source": {"type": "base64", "media_type": i.mime_type, "data": i.data}}
+        for i in m.images]
+    if m.content:
+        blocks.append({"type": "text", "text": m.content})
     if m.role == "assistant":
         blocks.extend({"type": "tool_use", "id": c.id, "name": c.name, "input": _input(c.arguments)}
                       for c in m.tool_calls)

@@ -66,6 +66,12 @@ def _wire_message(m: ChatMessage) -> dict[str, Any]:
                 for c in m.tool_calls
             ],
         }
+    if m.images:
+        # Text first, then the images, as OpenAI's vision guide shapes a user message.
+        parts: list[dict[str, Any]] = [{"type": "text", "text": m.content}] if m.content else []
+        parts += [{"type": "image_url", "image_url": {"url": f"data:{i.mime_type};base64,{i.data}"}}
+                  for i in m.images]
+        return {"role": m.role, "content": parts}
     return {"role": m.role, "content": m.content}
 
 

@@ -9,11 +9,19 @@ from pydantic import BaseModel, Field
 from store.records import ToolCallRecord as ToolCall
 
 
+class ImagePart(BaseModel):
+    """An image the model sees (sent only to a model configured with `vision = true`)."""
+
+    mime_type: str  # image/jpeg | image/png
+    data: str  # base64
+
+
 class ChatMessage(BaseModel):
     """One message of the conversation as the model sees it."""
 
     role: Literal["system", "user", "assistant", "tool"]
     content: str = ""
+    images: list[ImagePart] = Field(default_factory=list)  # user only
     tool_calls: list[ToolCall] = Field(default_factory=list)  # assistant only
     tool_call_id: str | None = None  # tool only
     name: str | None = None  # tool only: the tool's name
@@ -50,4 +58,4 @@ class ModelClient(Protocol):
     async def aclose(self) -> None: ...
 
 
-__all__ = ["ChatMessage", "ToolCall", "ToolSchema", "Usage", "ModelReply", "ModelUnavailable", "ModelClient"]
+__all__ = ["ChatMessage", "ImagePart", "ToolCall", "ToolSchema", "Usage", "ModelReply", "ModelUnavailable", "ModelClient"]

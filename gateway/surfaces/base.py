@@ -34,9 +34,16 @@ class GatewayPort(Protocol):
         "telegram:update:123") was seen before: a redelivery, to be acknowledged and ignored."""
         ...
 
-    async def press(self, surface: str, user_id: str, action: str, value: str, origin: Origin) -> str:
-        """A button press (action "approve" | "deny" | "clarify"). Returns a short text for the presser
-        (a toast / ephemeral message): the outcome or why nothing changed."""
+    async def admits(self, surface: str, user_id: str) -> bool:
+        """Whether the user may talk to the assistant. Asked before spending anything on a message
+        (downloading its attachments): a stranger's files are never fetched."""
+        ...
+
+    async def press(self, surface: str, user_id: str, action: str, value: str, origin: Origin,
+                    is_group: bool = False) -> str:
+        """A button press (action "approve" | "deny" | "clarify") in a chat that is a group or not (a
+        group has one session per user). Returns a short text for the presser (a toast / ephemeral
+        message): the outcome or why nothing changed."""
         ...
 
 

@@ -36,6 +36,9 @@ class ConsoleSurface(Surface):
         text = item.outbound.text
         if edit_platform_id is not None:
             text = f"(update to message {edit_platform_id}) {text}"
+        if item.outbound.attachment is not None:  # a terminal cannot play it: say where it is
+            saved = f"[{item.outbound.attachment.name} saved at {item.outbound.attachment.path}]"
+            text = f"{text}\n{saved}" if text.strip() else saved
         platform_id = str(next(self._ids))
         self.out.write(f"anyy> {text}\n" if self.out.isatty() else f"{text}\n")
         self.out.flush()

@@ -11,7 +11,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from store.db import Store
-from store.records import Origin
+from store.records import Attachment, Origin
 from toolsets.untrusted import new_boundary, wrap
 
 
@@ -25,6 +25,8 @@ class RecordingContext:
     turn_id: str = "turn-1"
     services: dict[str, Any] = field(default_factory=dict)
     sent: list[tuple[str, Origin]] = field(default_factory=list)
+    files: list[Attachment] = field(default_factory=list)  # attachments of the messages sent
+    images: list[dict[str, Any]] = field(default_factory=list)  # shown to the model
     asked: list[tuple[str, list[str]]] = field(default_factory=list)
     loaded: list[str] = field(default_factory=list)
     boundary: str = field(default_factory=new_boundary)
@@ -36,9 +38,14 @@ class RecordingContext:
     def service(self, name: str) -> Any | None:
         return self.services.get(name)
 
-    async def send(self, text: str, origin: Origin | None = None) -> int:
+    async def send(self, text: str, origin: Origin | None = None, attachment: Attachment | None = None) -> int:
         self.sent.append((text, origin or self.origin))
+        if attachment is not None:
+            self.files.append(attachment)
         return len(self.sent)
+
+    def show_image(self, part: dict[str, Any]) -> None:
+        self.images.append(part)
 
     async def ask(self, question: str, options: list[str]) -> int:
         self.asked.append((question, options))
@@ -51,3 +58,10 @@ class RecordingContext:
     def external(self, source: str, content: str) -> str:
         self.external_sources.append(source)
         return wrap(source, content, self.boundary)
+
+    def unwrap(self, text: str) -> str:
+        """The content of the one untrusted block `text` ends with (fails when there is none)."""
+        opening = text.index(f'boundary="{self.boundary}">\n') + len(f'boundary="{self.boundary}">\n')
+        closing = f'\n</untrusted boundary="{self.boundary}">'
+        assert text.endswith(closing), text
+        return text[opening:-len(closing)]

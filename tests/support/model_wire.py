@@ -8,14 +8,20 @@ a `Hang` (no answer within any sensible client timeout).
 
 from __future__ import annotations
 
+import base64
+import binascii
 import itertools
 import json
+import re
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Kind = Literal["openai", "anthropic"]
+
+IMAGE_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")  # what both APIs accept
+_DATA_URL = re.compile(r"data:(image/[a-z]+);base64,(.+)", re.DOTALL)
 
 OPENAI_PATH = "/v1/chat/completions"
 ANTHROPIC_PATH = "/v1/messages"
@@ -123,6 +129,22 @@ class ModelRequest:
     @property
     def messages(self) -> list[dict[str, Any]]:
         return list(self.body.get("messages") or [])
+
+    @property
+    def images(self) -> list[tuple[str, bytes]]:
+        """Every image part of the request, oldest first, as (MIME type, decoded bytes): OpenAI
+        `image_url` data URLs and Anthropic `image` blocks with a base64 source."""
+        found: list[tuple[str, bytes]] = []
+        for message in self.messages:
+            content = message.get("content")
+            for part in content if isinstance(content, list) else []:
+                if part.get("type") == "image_url":
+                    m = _DATA_URL.fullmatch(part["image_url"]["url"])
+                    if m:
+                        found.append((m.group(1), base64.b64decode(m.group(2))))
+                elif part.get("type") == "image":
+                    found.append((part["source"]["media_type"], base64.b64decode(part["source"]["data"])))
+        return found
 
     @property
     def tool_names(self) -> list[str]:
@@ -246,6 +268,8 @@ def _openai_problem(messages: list[Any], tools: Any) -> str | None:
                         "function.arguments (a string)")
         if not calls and not isinstance(m.get("content"), (str, list)):
             return f"messages[{i}].content: required"
+        if isinstance(m.get("content"), list) and (problem := _openai_parts(i, role, m["content"])):
+            return problem
         pending = {c["id"] for c in calls}
     if pending:
         return f"tool_calls without tool messages responding to them: {sorted(pending)}"
@@ -256,6 +280,50 @@ def _openai_problem(messages: list[Any], tools: Any) -> str | None:
             return "tools: each needs type 'function' and function.name, function.parameters"
     if tools == []:
         return "tools: [] is too short - omit the field instead"
+    return None
+
+
+def _base64_problem(data: Any) -> str | None:
+    if not isinstance(data, str) or not data:
+        return "must be a non-empty base64 string"
+    try:
+        base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        return "is not valid base64"
+    return None
+
+
+def _openai_parts(i: int, role: str, parts: list[Any]) -> str | None:
+    """Content parts of a user message: text, or image_url with a data URL (or an http(s) URL)."""
+    for j, part in enumerate(parts):
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind == "text" and isinstance(part.get("text"), str):
+            continue
+        if kind != "image_url":
+            return f"messages[{i}].content[{j}].type: invalid value {kind!r}"
+        if role != "user":
+            return f"messages[{i}].content[{j}]: image content is only supported in user messages"
+        url = (part.get("image_url") or {}).get("url")
+        if not isinstance(url, str):
+            return f"messages[{i}].content[{j}].image_url.url: required"
+        if url.startswith(("http://", "https://")):
+            continue
+        m = _DATA_URL.fullmatch(url)
+        if m is None or m.group(1) not in IMAGE_TYPES:
+            return f"messages[{i}].content[{j}]: invalid image URL; expected a data:image/...;base64, URL"
+        if problem := _base64_problem(m.group(2)):
+            return f"messages[{i}].content[{j}]: the image data {problem}"
+    return None
+
+
+def _anthropic_image(i: int, role: str, block: dict[str, Any]) -> str | None:
+    source = block.get("source") or {}
+    if role != "user":
+        return f"messages.{i}: image blocks are only allowed in user messages"
+    if source.get("type") != "base64" or source.get("media_type") not in IMAGE_TYPES:
+        return f"messages.{i}.content: image source needs type 'base64' and a media_type of {', '.join(IMAGE_TYPES)}"
+    if problem := _base64_problem(source.get("data")):
+        return f"messages.{i}.content: image source data {problem}"
     return None
 
 
@@ -293,6 +361,8 @@ def _anthropic_problem(messages: list[Any], tools: Any) -> str | None:
                 return f"messages.{i}: text content blocks must be non-empty"
             if b.get("type") == "tool_use" and (role != "assistant" or not isinstance(b.get("input"), dict)):
                 return f"messages.{i}: tool_use blocks belong to assistant messages and need an object input"
+            if b.get("type") == "image" and (problem := _anthropic_image(i, role, b)):
+                return problem
         expected = {b.get("id") for b in blocks if b.get("type") == "tool_use"} if role == "assistant" else set()
     for t in tools or []:
         if not isinstance(t.get("name"), str) or not isinstance(t.get("input_schema"), dict):

@@ -14,8 +14,10 @@ from pathlib import Path
 from typing import Any
 
 
-def run_config(tmp_path: Path, model: Any, surface_section: str) -> Path:
-    """Write a config for the fake model, a store in `tmp_path`, and `surface_section` (TOML text)."""
+def run_config(tmp_path: Path, model: Any, surface_section: str, dashboard_listen: str | None = None) -> Path:
+    """Write a config for the fake model, a store in `tmp_path`, and `surface_section` (TOML text). The
+    dashboard is off unless `dashboard_listen` is given (its default port is not the test's to take)."""
+    dashboard = f'listen = "{dashboard_listen}"' if dashboard_listen else "enabled = false"
     path = tmp_path / "config.toml"
     path.write_text(f"""
 [model]
@@ -26,6 +28,9 @@ max_retries = 1
 
 [store]
 path = "{tmp_path / 'anyy.db'}"
+
+[dashboard]
+{dashboard}
 
 {surface_section}
 """, encoding="utf-8")

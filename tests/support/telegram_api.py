@@ -289,6 +289,32 @@ class FakeBot:
         self.messages[(chat_id, body["message_id"])] = body
         return body
 
+    def _api_sendVoice(self, params: dict[str, Any]) -> dict[str, Any]:
+        """A voice note upload: the OGG/Opus bytes arrive as the multipart field `voice`."""
+        return self._file_message(params, "voice", {"duration": 1, "mime_type": "audio/ogg"})
+
+    def _api_sendDocument(self, params: dict[str, Any]) -> dict[str, Any]:
+        return self._file_message(params, "document", {"file_name": "file"})
+
+    def _file_message(self, params: dict[str, Any], field: str, fields: dict[str, Any]) -> dict[str, Any]:
+        data = params.get(field)
+        if not isinstance(data, bytes) or not data:
+            raise ApiError(400, f"Bad Request: there is no {field} in the request")
+        if params.get("caption") is not None and len(self._caption(params)) > 1024:
+            raise ApiError(400, "Bad Request: message caption is too long")
+        chat_id = int(params["chat_id"])
+        known = next((m["chat"] for (c, _), m in self.messages.items() if c == chat_id), None)
+        body = wire.message(next(self._message_ids), known or wire.chat(chat_id, "private"),
+                            wire.user(self.id, self.username, is_bot=True), None,
+                            message_thread_id=params.get("message_thread_id"),
+                            caption=self._caption(params) if params.get("caption") else None,
+                            **{field: {**self.add_file(data), **fields}})
+        self.messages[(chat_id, body["message_id"])] = body
+        return body
+
+    def _caption(self, params: dict[str, Any]) -> str:
+        return self._visible({"text": params.get("caption", ""), "parse_mode": params.get("parse_mode")})
+
     def _api_editMessageText(self, params: dict[str, Any]) -> dict[str, Any]:
         shown = self._existing(params)
         text, markup = self._visible(params), params.get("reply_markup")

@@ -19,10 +19,11 @@ _PER_ACTIONS_BLOCK = 25  # Slack's limit of elements in one actions block
 _STYLES = {"approve": "primary", "deny": "danger"}
 
 
-def message_blocks(mrkdwn: str, buttons: list[Button]) -> list[dict[str, Any]]:
-    """A section with the text, then the buttons in actions blocks (none when `buttons` is empty:
-    an edit without buttons removes them)."""
-    blocks: list[dict[str, Any]] = [{"type": "section", "text": {"type": "mrkdwn", "text": mrkdwn}}]
+def message_blocks(text: str, buttons: list[Button], *, plain: bool = False) -> list[dict[str, Any]]:
+    """A section with the text (mrkdwn, or `plain` text that Slack shows exactly as written), then the
+    buttons in actions blocks (none when `buttons` is empty: an edit without buttons removes them)."""
+    kind = {"type": "plain_text", "text": text, "emoji": False} if plain else {"type": "mrkdwn", "text": text}
+    blocks: list[dict[str, Any]] = [{"type": "section", "text": kind}]
     elements = [_button(b, i) for i, b in enumerate(buttons)]
     for start in range(0, len(elements), _PER_ACTIONS_BLOCK):
         blocks.append({"type": "actions", "elements": elements[start:start + _PER_ACTIONS_BLOCK]})

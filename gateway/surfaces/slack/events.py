@@ -62,6 +62,7 @@ class Press:
     action: str
     value: str
     origin: Origin
+    is_group: bool = False  # a channel (one session per user there), not a DM
 
 
 def to_press(body: dict[str, Any]) -> Press | None:
@@ -83,4 +84,5 @@ def to_press(body: dict[str, Any]) -> Press | None:
         action=action,
         value=str(actions[0].get("value", "")),
         origin=Origin(surface=SURFACE, chat_id=str(channel), thread_id=thread),
+        is_group=not str(channel).startswith("D"),
     )

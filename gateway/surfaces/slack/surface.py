@@ -18,7 +18,7 @@ from typing import Any
 
 import aiohttp
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltRequest
-from slack_sdk.errors import SlackApiError
+from slack_sdk.errors import SlackApiError, SlackRequestError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from gateway.config import SlackConfig
@@ -26,10 +26,11 @@ from gateway.surfaces.base import DeliveryError, GatewayPort, Surface
 from gateway.surfaces.slack.blocks import ACTION_ID, SECTION_LIMIT, message_blocks
 from gateway.surfaces.slack.events import SURFACE, Press, dedupe_key, is_turn, to_inbound, to_press
 from gateway.surfaces.slack.files import FileFetcher
-from gateway.surfaces.slack.format import mrkdwn_chunks, to_mrkdwn
+from gateway.surfaces.slack.format import escape, mrkdwn_chunks, to_mrkdwn
+from gateway.surfaces.text import split_text
 from gateway.surfaces.slack.health import SocketConnection
 from gateway.surfaces.slack.http import HttpReceiver
-from store.records import Origin, Outbound, OutboxItem
+from store.records import Attachment, Origin, Outbound, OutboxItem
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +145,9 @@ class SlackSurface(Surface):
         if not is_turn(event, self._bot_user_id):
             return
         assert self._gateway is not None and self._files is not None
-        inbound = to_inbound(event, self._bot_user_id, await self._files.attachments(event))
+        # Check before spending: a stranger's files are never fetched (the pairing reply still goes out).
+        admitted = await self._gateway.admits(SURFACE, str(event["user"]))
+        inbound = to_inbound(event, self._bot_user_id, await self._files.attachments(event) if admitted else [])
         # Returning acknowledges Slack, so the inbound must be durable first; False is a redelivery.
         accepted = await self._gateway.receive(inbound, dedupe_key(event))
         log.info("slack_inbound type=%s channel=%s ts=%s event_id=%s retry=%s accepted=%s", event.get("type"),
@@ -163,7 +166,8 @@ class SlackSurface(Surface):
         assert self._gateway is not None and self._client is not None
         log.info("slack_press action=%s user=%s channel=%s", press.action, press.user_id, press.origin.chat_id)
         try:
-            answer = await self._gateway.press(SURFACE, press.user_id, press.action, press.value, press.origin)
+            answer = await self._gateway.press(SURFACE, press.user_id, press.action, press.value, press.origin,
+                                               press.is_group)
             # Slack has no toast: the answer (a refusal, or the outcome) goes to the presser alone.
             if answer:
                 await self._client.chat_postEphemeral(channel=press.origin.chat_id, user=press.user_id,
@@ -178,15 +182,22 @@ class SlackSurface(Surface):
         out = item.outbound
         if edit_platform_id is not None:
             return await self._edit(client, edit_platform_id, out)
-        chunks = mrkdwn_chunks(out.text, SECTION_LIMIT if out.buttons else TEXT_LIMIT)
+        if out.attachment is not None:
+            return await self._upload(client, out, out.attachment)
+        if out.preformatted:  # plain_text sections: no link syntax, no markup, shown exactly as written
+            chunks = split_text(out.text, SECTION_LIMIT, verbatim=True)
+        else:
+            chunks = mrkdwn_chunks(out.text, SECTION_LIMIT if out.buttons else TEXT_LIMIT)
         # A retry after a failure mid-way (say, ratelimited on part 3) resumes; parts 1-2 are not re-sent.
         posted = self._posted.setdefault(item.id, [])
         try:
             for index in range(len(posted), len(chunks)):
                 last = index == len(chunks) - 1
-                blocks = message_blocks(chunks[index], out.buttons) if last and out.buttons else None
+                buttons = out.buttons if last else []
+                blocks = message_blocks(chunks[index], buttons, plain=out.preformatted) \
+                    if buttons or out.preformatted else None
                 with _delivery_errors():
-                    response = await client.chat_postMessage(channel=out.origin.chat_id, text=chunks[index],
+                    response = await client.chat_postMessage(channel=out.origin.chat_id, text=_fallback(chunks[index], out),
                                                              blocks=blocks, thread_ts=out.origin.thread_id)
                 posted.append(str(response["ts"]))
         except DeliveryError as exc:
@@ -197,15 +208,36 @@ class SlackSurface(Surface):
         log.info("slack_delivered item=%d channel=%s parts=%d", item.id, out.origin.chat_id, len(chunks))
         return f"{out.origin.chat_id}:{posted[-1]}"
 
+    async def _upload(self, client: AsyncWebClient, out: Outbound, attachment: Attachment) -> str:
+        """A file upload (files_upload_v2) into the conversation, the text as its comment."""
+        try:
+            data = await asyncio.to_thread(Path(attachment.path).read_bytes)
+        except OSError as exc:  # the artifact was deleted meanwhile: nothing to retry
+            raise DeliveryError(f"attachment {attachment.name} cannot be read: {exc.strerror}", transient=False) from None
+        try:
+            with _delivery_errors():
+                response = await client.files_upload_v2(
+                    channel=out.origin.chat_id, thread_ts=out.origin.thread_id, file=data, filename=attachment.name,
+                    title=attachment.name, initial_comment=to_mrkdwn(out.text) if out.text.strip() else None)
+        except SlackRequestError as exc:  # the upload step itself failed (not a Web API answer)
+            raise DeliveryError(f"slack: file upload failed: {exc}", transient=True) from exc
+        file_id = str((response.get("file") or {}).get("id", ""))
+        log.info("slack_uploaded channel=%s file=%s bytes=%d", out.origin.chat_id, file_id, len(data))
+        return f"{out.origin.chat_id}:{file_id}"
+
     async def _edit(self, client: AsyncWebClient, platform_id: str, out: Outbound) -> str:
         channel, _, ts = platform_id.partition(":")
         if not ts:
             raise DeliveryError(f"not a slack message id: {platform_id!r}", transient=False)
         # An edit is one message: a text too long for it is cut at a good boundary and marked.
-        chunks = mrkdwn_chunks(out.text, SECTION_LIMIT - 1)
+        if out.preformatted:
+            chunks = split_text(out.text, SECTION_LIMIT - 1, verbatim=True)
+        else:
+            chunks = mrkdwn_chunks(out.text, SECTION_LIMIT - 1)
         text = chunks[0] + ("…" if len(chunks) > 1 else "")
         with _delivery_errors():
-            await client.chat_update(channel=channel, ts=ts, text=text, blocks=message_blocks(text, out.buttons))
+            await client.chat_update(channel=channel, ts=ts, text=_fallback(text, out),
+                                     blocks=message_blocks(text, out.buttons, plain=out.preformatted))
         log.info("slack_edited channel=%s ts=%s buttons=%d", channel, ts, len(out.buttons))
         return platform_id
 
@@ -229,6 +261,12 @@ class SlackSurface(Surface):
         if self._client is None:
             raise DeliveryError("slack surface is not started", transient=True)
         return self._client
+
+
+def _fallback(chunk: str, out: Outbound) -> str:
+    """The message's `text` (notifications, and the whole message when there are no blocks). Escaped
+    when preformatted, so not even a notification turns `<url|label>` into a link."""
+    return escape(chunk) if out.preformatted else chunk
 
 
 async def _reaction(call: Awaitable[Any], verb: str) -> bool:

@@ -9,27 +9,30 @@ message; an edit text longer than one message keeps its end.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dtm
 import functools
 import logging
 import warnings
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import TypeVar
 
-from telegram import Bot, ReplyParameters
+from telegram import Bot, Message, ReplyParameters
 from telegram.constants import ParseMode
 from telegram.error import BadRequest, ChatMigrated, Forbidden, InvalidToken, NetworkError, RetryAfter, TelegramError
 from telegram.warnings import PTBDeprecationWarning
 
 from gateway.surfaces.base import DeliveryError
-from gateway.surfaces.telegram.format import to_html
+from gateway.surfaces.telegram.format import escape, to_html
 from gateway.surfaces.telegram.keyboard import keyboard
 from gateway.surfaces.text import split_text
-from store.records import Origin, Outbound, OutboxItem
+from store.records import Attachment, Origin, Outbound, OutboxItem
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+CAPTION_LIMIT = 1024  # characters of a file's caption
 
 
 def target(origin: Origin) -> tuple[int | str, int | None]:
@@ -76,11 +79,13 @@ class Sender:
     async def deliver(self, item: OutboxItem, edit_platform_id: str | None) -> str:
         """Send (or edit) the item's message; returns the platform message id. Raises DeliveryError."""
         outbound = item.outbound
-        if not outbound.text.strip():
+        if not outbound.text.strip() and outbound.attachment is None:
             raise DeliveryError("empty message", transient=False)
         try:
             if edit_platform_id is not None:
                 return await self._edit(outbound, int(edit_platform_id))
+            if outbound.attachment is not None:
+                return await self._send_file(outbound, outbound.attachment)
             return await self._send(item.id, outbound)
         except TelegramError as exc:
             error = delivery_error(exc)
@@ -92,7 +97,7 @@ class Sender:
 
     async def _send(self, item_id: int, outbound: Outbound) -> str:
         chat, thread = target(outbound.origin)
-        parts = split_text(outbound.text, self.limit)
+        parts = split_text(outbound.text, self.limit, verbatim=outbound.preformatted)
         markup = keyboard(outbound.buttons)
         reply = (ReplyParameters(message_id=int(outbound.reply_to_platform_id), allow_sending_without_reply=True)
                  if outbound.reply_to_platform_id else None)
@@ -102,30 +107,53 @@ class Sender:
                 self.bot.send_message, chat, message_thread_id=thread,
                 reply_markup=markup if index == len(parts) - 1 else None,
                 reply_parameters=reply if index == 0 else None)
-            message = await self._formatted(send, parts[index])
+            message = await self._formatted(send, parts[index], outbound.preformatted)
             last_id = message.message_id
             self._parts_sent[item_id] = (index + 1, last_id)
         self._parts_sent.pop(item_id, None)
         log.debug("telegram_sent chat=%s parts=%s message=%s", chat, len(parts), last_id)
         return str(last_id)
 
+    async def _send_file(self, outbound: Outbound, attachment: Attachment) -> str:
+        """An OGG/Opus file as a voice note (sendVoice), anything else as a document; the text is the
+        caption (cut to Telegram's caption limit)."""
+        chat, thread = target(outbound.origin)
+        try:
+            data = await asyncio.to_thread(Path(attachment.path).read_bytes)
+        except OSError as exc:  # the artifact was deleted meanwhile: nothing to retry
+            raise DeliveryError(f"attachment {attachment.name} cannot be read: {exc.strerror}", transient=False) from None
+        caption = outbound.text if len(outbound.text) <= CAPTION_LIMIT else outbound.text[:CAPTION_LIMIT - 1] + "…"
+        method = self.bot.send_voice if attachment.mime_type == "audio/ogg" else self.bot.send_document
+        field = "voice" if attachment.mime_type == "audio/ogg" else "document"
+        send = functools.partial(method, chat, **{field: data}, filename=attachment.name, message_thread_id=thread,
+                                 reply_markup=keyboard(outbound.buttons))
+
+        async def with_caption(text: str, parse_mode: str | None) -> Message:
+            return await send(caption=text, parse_mode=parse_mode)
+
+        message = await self._formatted(with_caption, caption) if caption.strip() else await send()
+        log.debug("telegram_sent_file chat=%s kind=%s message=%s", chat, field, message.message_id)
+        return str(message.message_id)
+
     async def _edit(self, outbound: Outbound, message_id: int) -> str:
         chat, _ = target(outbound.origin)
-        text = split_text(outbound.text, self.limit)[-1]
+        text = split_text(outbound.text, self.limit, verbatim=outbound.preformatted)[-1]
         markup = keyboard(outbound.buttons)  # none: the edit removes the keyboard
         edit = functools.partial(self.bot.edit_message_text, chat_id=chat, message_id=message_id, reply_markup=markup)
         try:
-            await self._formatted(edit, text)
+            await self._formatted(edit, text, outbound.preformatted)
         except BadRequest as exc:
             if not _mentions(exc, "message is not modified"):  # already shows this: the edit is done
                 raise
         return str(message_id)
 
-    async def _formatted(self, call: Callable[..., Awaitable[T]], markdown: str) -> T:
-        """Make the call with the text as Telegram HTML; if Telegram cannot parse it, again as plain text,
-        so a formatting problem never loses the message."""
+    async def _formatted(self, call: Callable[..., Awaitable[T]], markdown: str, preformatted: bool = False) -> T:
+        """Make the call with the text as Telegram HTML (all of it in <pre>, escaped, when `preformatted`:
+        links then show their real targets and no markup hides anything); if Telegram cannot parse it,
+        again as plain text, so a formatting problem never loses the message."""
+        html = f"<pre>{escape(markdown)}</pre>" if preformatted else to_html(markdown)
         try:
-            return await call(to_html(markdown), parse_mode=ParseMode.HTML)
+            return await call(html, parse_mode=ParseMode.HTML)
         except BadRequest as exc:
             if not _mentions(exc, "can't parse entities"):
                 raise

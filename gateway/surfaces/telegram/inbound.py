@@ -69,7 +69,7 @@ def to_inbound(message: Message, user: User, text: str, attachments: list[Attach
 
 
 async def download_attachments(message: Message, root: Path) -> list[Attachment]:
-    """Download the message's photo (largest size), document and voice note to
+    """Download the message's photo (largest size), document, voice note and audio file to
     `root/<chat id>/<message id>-<name>`. A file Telegram will not serve (over the Bot API's download
     limit) is listed without a path; other errors propagate, so the update is retried."""
     found: list[tuple[str, str, str, int | None]] = []  # file id, name, mime type, announced size
@@ -84,6 +84,10 @@ async def download_attachments(message: Message, root: Path) -> list[Attachment]
         voice = message.voice
         found.append((voice.file_id, f"voice-{voice.file_unique_id}.ogg", voice.mime_type or "audio/ogg",
                       voice.file_size))
+    if message.audio:
+        audio = message.audio
+        found.append((audio.file_id, audio.file_name or f"audio-{audio.file_unique_id}",
+                      audio.mime_type or "audio/mpeg", audio.file_size))
     folder = root / str(message.chat_id)
     attachments = []
     for file_id, name, mime_type, size in found:

@@ -19,7 +19,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from telegram import Bot, BotCommand, CallbackQuery, Message, Update
-from telegram.constants import ChatAction
+from telegram.constants import ChatAction, ChatType
 from telegram.error import BadRequest, Forbidden, InvalidToken, RetryAfter, TelegramError
 from telegram.ext import Application, CallbackQueryHandler, ContextTypes, MessageHandler, filters
 
@@ -47,7 +47,7 @@ COMMANDS = [
 _SECRET_TOKEN = re.compile(r"[A-Za-z0-9_-]{1,256}")
 _ANSWER_LIMIT = 200  # characters Telegram shows in a callback answer
 _MESSAGES = filters.UpdateType.MESSAGE & (
-    filters.TEXT | filters.CAPTION | filters.PHOTO | filters.Document.ALL | filters.VOICE)
+    filters.TEXT | filters.CAPTION | filters.PHOTO | filters.Document.ALL | filters.VOICE | filters.AUDIO)
 
 
 class TelegramSurface(Surface):
@@ -150,7 +150,9 @@ class TelegramSurface(Surface):
         if text is None:
             log.debug("telegram_ignored update=%s chat=%s reason=not_addressed", update.update_id, message.chat_id)
             return
-        attachments = await download_attachments(message, self._attachments)
+        # Check before spending: a stranger's files are never fetched (the pairing reply still goes out).
+        admitted = await gateway.admits(self.name, str(message.from_user.id))
+        attachments = await download_attachments(message, self._attachments) if admitted else []
         inbound = to_inbound(message, message.from_user, text, attachments)
         accepted = await gateway.receive(inbound, f"telegram:update:{update.update_id}")
         log.info("telegram_inbound update=%s chat=%s thread=%s attachments=%s duplicate=%s", update.update_id,
@@ -170,7 +172,9 @@ class TelegramSurface(Surface):
         action, value = decoded
         origin = Origin(surface=self.name, chat_id=str(message.chat.id), thread_id=thread_of(shown) if shown else None)
         log.info("telegram_press update=%s chat=%s action=%s", update.update_id, origin.chat_id, action)
-        await self._answer(query, await gateway.press(self.name, str(query.from_user.id), action, value, origin))
+        is_group = message.chat.type != ChatType.PRIVATE
+        await self._answer(query, await gateway.press(self.name, str(query.from_user.id), action, value, origin,
+                                                      is_group))
 
     @staticmethod
     async def _answer(query: CallbackQuery, text: str) -> None:

@@ -1,0 +1,96 @@
+"""Images for a vision model: read, turned upright, downscaled to a maximum side and re-encoded until
+they fit a maximum size (Pillow, in a worker thread so the event loop never waits on it)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import io
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from PIL import Image, ImageOps, UnidentifiedImageError
+
+log = logging.getLogger(__name__)
+
+_QUALITIES = (85, 75, 60, 45)
+
+
+class ImageError(Exception):
+    """The file is not an image Pillow can read."""
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """An image ready to send: JPEG (or PNG when it has transparency) bytes and its size."""
+
+    data: bytes
+    mime_type: str
+    width: int
+    height: int
+    original_width: int
+    original_height: int
+
+
+async def prepare(path: Path, max_side: int, max_bytes: int) -> Prepared:
+    """The image at `path`, at most `max_side` pixels on its longer side and about `max_bytes` encoded."""
+    return await asyncio.to_thread(_prepare, path, max_side, max_bytes)
+
+
+async def image_part(path: Path, name: str, artifact_id: str, max_side: int, max_bytes: int) -> dict[str, Any] | str:
+    """The image downscaled as the part a message stores for a vision model (base64 data, MIME type,
+    name, artifact id), or a sentence saying why it cannot be read."""
+    try:
+        img = await prepare(path, max_side, max_bytes)
+    except (ImageError, FileNotFoundError) as exc:
+        return f"not readable as an image ({exc})"
+    log.info("image_prepared artifact=%s from=%dx%d to=%dx%d bytes=%d", artifact_id, img.original_width,
+             img.original_height, img.width, img.height, len(img.data))
+    return {"mime_type": img.mime_type, "data": base64.b64encode(img.data).decode("ascii"), "name": name,
+            "artifact": artifact_id}
+
+
+async def dimensions(path: Path) -> tuple[int, int] | None:
+    """(width, height) of an image file, or None when it is not one."""
+    return await asyncio.to_thread(_dimensions, path)
+
+
+def _dimensions(path: Path) -> tuple[int, int] | None:
+    try:
+        with Image.open(path) as img:
+            return img.size
+    except (UnidentifiedImageError, OSError):
+        return None
+
+
+def _prepare(path: Path, max_side: int, max_bytes: int) -> Prepared:
+    try:
+        with Image.open(path) as opened:
+            original = opened.size
+            img = ImageOps.exif_transpose(opened)
+            img.load()
+    except (UnidentifiedImageError, OSError) as exc:
+        raise ImageError(f"{path.name} is not an image I can read ({exc})") from None
+    alpha = img.mode in ("RGBA", "LA") or (img.mode == "P" and "transparency" in img.info)
+    img = img.convert("RGBA" if alpha else "RGB")
+    side = max_side
+    while True:
+        img.thumbnail((side, side), Image.Resampling.LANCZOS)
+        for quality in (None,) if alpha else _QUALITIES:
+            data = _encode(img, quality)
+            if len(data) <= max_bytes:
+                return Prepared(data, "image/png" if alpha else "image/jpeg", *img.size, *original)
+        if side <= 64:
+            return Prepared(data, "image/png" if alpha else "image/jpeg", *img.size, *original)
+        side = max(64, int(max(img.size) * 0.75))  # still too big at the lowest quality: fewer pixels
+
+
+def _encode(img: Image.Image, quality: int | None) -> bytes:
+    buf = io.BytesIO()
+    if quality is None:
+        img.save(buf, "PNG", optimize=True)
+    else:
+        img.save(buf, "JPEG", quality=quality, optimize=True)
+    return buf.getvalue()

@@ -1,0 +1,53 @@
+"""What every dashboard handler reaches: the application's state keys, page rendering, redirects."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import jinja2
+from aiohttp import web
+
+from gateway.dashboard.auth import WebSession, WebSessions
+from store.records import dumps, parse_iso
+
+if TYPE_CHECKING:
+    from gateway.app import Gateway
+
+GATEWAY: web.AppKey["Gateway"] = web.AppKey("gateway")
+SESSIONS: web.AppKey[WebSessions] = web.AppKey("sessions")
+TEMPLATES: web.AppKey[jinja2.Environment] = web.AppKey("templates")
+TOKEN: web.AppKey[str] = web.AppKey("token")
+STYLESHEET: web.AppKey[bytes] = web.AppKey("stylesheet")
+SESSION: web.RequestKey[WebSession] = web.RequestKey("session", WebSession)  # set by the guard
+
+
+def templates(gateway: "Gateway") -> jinja2.Environment:
+    """Autoescaping Jinja2 over the package's templates; `local` shows a UTC stamp in the owner's zone."""
+    env = jinja2.Environment(loader=jinja2.PackageLoader("gateway.dashboard", "templates"), autoescape=True,
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    tz = gateway.config.tz
+
+    def local(stamp: str | None) -> str:
+        return parse_iso(stamp).astimezone(tz).strftime("%Y-%m-%d %H:%M") if stamp else "—"
+
+    env.filters["local"] = local
+    env.filters["json"] = dumps  # readable JSON (autoescaping still applies), unlike tojson's \u003c
+    env.globals["zone"] = tz.key
+    return env
+
+
+def gateway_of(request: web.Request) -> "Gateway":
+    return request.app[GATEWAY]
+
+
+def render(request: web.Request, template: str, **context: Any) -> web.Response:
+    """A page: the template with the session's CSRF token and its one-time flash message."""
+    session = request[SESSION]
+    html = request.app[TEMPLATES].get_template(template).render(
+        csrf=session.csrf, flash=session.take_flash(), path=request.path, **context)
+    return web.Response(text=html, content_type="text/html")
+
+
+def see_other(location: str) -> web.Response:
+    """Post/Redirect/Get: after an action, the browser loads the page again with GET."""
+    return web.Response(status=303, headers={"Location": location})
