@@ -1,7 +1,9 @@
 """Toolset-selection benchmark: tools-array bytes on the first request, recall, and selection time.
 
-Every registered toolset counts as available (all connectors configured), the session has no recent
-use and no pins, so each figure is what a fresh conversation's first model request would carry.
+Every registered toolset counts as available (all connectors configured), plus one MCP server: the real
+`mcp-server-time` (a test dependency), started and listed the way the gateway does it, as toolset
+`mcp-time` with the keywords an owner might configure. The session has no recent use and no pins, so
+each figure is what a fresh conversation's first model request would carry.
 `selection_corpus.jsonl` is the labelled corpus; `selection_heldout.jsonl` was written after the
 keywords were fixed and is never used to tune them, so its recall shows how well they generalize.
 
@@ -11,21 +13,47 @@ keywords were fixed and is never used to tune them, so its recall shows how well
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import statistics
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
+from gateway.config import McpServerConfig
+from gateway.mcp import McpTools
 from gateway.selection import schema_bytes, select_toolsets, tools_for
+from toolsets.base import Toolset
 from toolsets.loader import loader_tool
-from toolsets.registry import TOOLSETS
+from toolsets.registry import TOOLSETS as BUILT_IN
 
 HERE = Path(__file__).parent
 CORPORA = ("selection_corpus.jsonl", "selection_heldout.jsonl")
 TIMING_ROUNDS = 50
+
+
+TIME_SERVER = McpServerConfig(command=str(Path(sys.executable).parent / "mcp-server-time"),
+                              args=["--local-timezone", "UTC"], keywords=["几点", "时区", "时差"])
+
+
+def mcp_time_toolset() -> Toolset:
+    """The time server's toolset as the gateway builds it from the server's own tool list."""
+
+    async def listed() -> Toolset:
+        mcp = McpTools({"time": TIME_SERVER})
+        await mcp.start()
+        await mcp.manager.aclose()
+        if not mcp.toolsets["time"].tools:
+            raise SystemExit(f"mcp-server-time did not start: {mcp.manager.servers['time'].error}")
+        return mcp.toolsets["time"]
+
+    return asyncio.run(listed())
+
+
+TOOLSETS: list[Toolset] = []  # filled in main(): the built-in toolsets and mcp-time
 
 
 class Example(BaseModel):
@@ -95,6 +123,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--misses", action="store_true", help="list the messages whose needed toolsets were missed")
     args = parser.parse_args()
+    TOOLSETS[:] = [*BUILT_IN, mcp_time_toolset()]
 
     corpora = {name: load(name) for name in CORPORA}
     everything = [ex for examples in corpora.values() for ex in examples]

@@ -11,6 +11,7 @@ from typing import Any
 
 from gateway.app import Gateway
 from gateway.config import Config
+from gateway import mcp_cli
 from gateway.dashboard import load_or_create_token, login_url
 from gateway.doctor import doctor
 from gateway.scheduler import AutomationService
@@ -33,6 +34,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("tools", parents=[common], help="the tool catalog")
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=tools)
+    mcp_cli.add_parsers(sub, common)
 
     p = sub.add_parser("approvals", parents=[common], help="list and decide approvals")
     a = p.add_subparsers(dest="action", required=True)
@@ -83,12 +85,17 @@ async def tools(config: Config, args: argparse.Namespace) -> int:
              "requires": t.requires or ts.requires,
              "available": all(_configured(config, r) for r in (ts.requires, t.requires) if r is not None)}
             for ts in TOOLSETS for t in ts.tools]
+    mcp_rows, down = await mcp_cli.tool_rows(config)  # connects to the enabled MCP servers to list them
+    rows += mcp_rows
+    for note in down:
+        print(f"anyy: {note}", file=sys.stderr)
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
     for r in rows:
-        needs = "[web] search" if r["requires"] == "web_search" else f"[{r['requires']}]"
-        note = "" if r["available"] else f"  (needs {needs})"
+        needs = {"web_search": "needs [web] search", "mcp": "server down"}.get(r["requires"] or "",
+                                                                               f"needs [{r['requires']}]")
+        note = "" if r["available"] else f"  ({needs})"
         print(f"{r['toolset']:<11} {r['tool']:<20} {r['risk']:<13} {r['approval']:<7} {r['execution']}{note}")
     return 0
 

@@ -22,6 +22,7 @@ from gateway.context import TurnContext
 from gateway.llm import make_client
 from gateway.llm.types import ModelClient
 from gateway.media import run_retention, sweep_expired
+from gateway.mcp import McpTools
 from gateway.outbox import OutboxService
 from gateway.policy import Policy
 from gateway.runtime import Runtime
@@ -34,7 +35,7 @@ from store.db import Store
 from store.journal import ToolJournal
 from store.records import ApprovalRecord, AutomationRecord, Inbound, Origin, parse_iso
 from store.sessions import session_id_for
-from toolsets.base import Toolset
+from toolsets.base import Tool, Toolset
 from toolsets.registry import TOOLSETS
 
 log = logging.getLogger(__name__)
@@ -59,7 +60,11 @@ class Gateway:
     def __init__(self, config: Config, *, surfaces: list[Surface] | None = None, model: ModelClient | None = _DEFAULT,
                  resident: bool = True, toolsets: list[Toolset] | None = None) -> None:
         self.config = config
-        self.toolsets = TOOLSETS if toolsets is None else toolsets
+        # MCP toolsets are built from the configured servers; their tools fill in once each server lists them.
+        self.mcp = McpTools(config.mcp.enabled) if config.mcp.enabled else None
+        mcp_toolsets = list(self.mcp.toolsets.values()) if self.mcp else []
+        self.toolsets = [*(TOOLSETS if toolsets is None else toolsets), *mcp_toolsets]
+        self.tools: dict[str, Tool] = {}  # by name, shared with the tool caller and approvals
         self.surfaces = surfaces or []
         self.resident = resident
         self.model = self._default_model() if model is _DEFAULT else model
@@ -78,7 +83,12 @@ class Gateway:
     async def start(self) -> None:
         await self.store.open()
         self.access = Access(self.store, self.config, self.toolsets)
-        tools = {t.name: t for ts in self.toolsets for t in ts.tools}
+        if self.mcp is not None:  # servers that fail to start are reported and retried; Anyy starts anyway
+            self.mcp.on_change = self._index_tools
+            await self.mcp.start()
+            self.services["mcp"] = self.mcp.manager
+        self._index_tools()
+        tools = self.tools
         self.approvals = ApprovalService(self.store, self.config, tools, self.outbox.enqueue, self.outbox.wake,
                                          self._context_for, self._on_outcome, self.access.may_decide)
         caller = ToolCaller(tools, Policy(self.config.tool_governance, self.config.approvals), self.approvals,
@@ -94,6 +104,7 @@ class Gateway:
             await self.approvals.sweep()
             self._background.append(asyncio.create_task(self.approvals.run_sweeper(), name="approval-sweeper"))
             await self.runtime.recover()
+            await self.services["subagents"].recover()
             artifacts = self.services.get("artifacts")
             if artifacts is not None:
                 await sweep_expired(artifacts, self.config.artifacts.retention_days)
@@ -106,6 +117,11 @@ class Gateway:
         for surface in self.surfaces:
             await self._start_surface(surface)
         self.outbox.start({s.name: s for s in self.surfaces})
+
+    def _index_tools(self) -> None:
+        """Re-index the tools by name, in place (an MCP server's tool list changed)."""
+        self.tools.clear()
+        self.tools.update({t.name: t for ts in self.toolsets for t in ts.tools})
 
     async def _start_surface(self, surface: Surface) -> None:
         try:
@@ -253,4 +269,6 @@ class Gateway:
         text = OUTCOME_TEXT.get(rec.state, rec.state).format(
             by=rec.decided_by or "the owner", result=rec.result or "",
             reason=f" Reason: {rec.reason}" if rec.reason else "")
-        self.runtime.resume(rec.session_id, f"Approval {rec.id} for {rec.tool} {text}", f"approval-{rec.id}-{rec.state}")
+        # A helper's held call: its parent conversation follows up (the helper's turn has ended).
+        session_id = await self.services["subagents"].parent_session(rec.session_id) or rec.session_id
+        self.runtime.resume(session_id, f"Approval {rec.id} for {rec.tool} {text}", f"approval-{rec.id}-{rec.state}")

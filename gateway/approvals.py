@@ -122,7 +122,9 @@ class ApprovalService:
 
     def _prompt(self, rec: ApprovalRecord) -> Outbound:
         expires = parse_iso(rec.expires_at).astimezone(self.config.tz).strftime("%Y-%m-%d %H:%M")
-        text = (f"🔐 Approval needed: {rec.tool}\n\n{shown_preview(rec)}\n\n"
+        asked_by = f"Asked by helper job {rec.session_id.removeprefix('subagent:')}.\n" \
+            if rec.session_id.startswith("subagent:") else ""
+        text = (f"🔐 Approval needed: {rec.tool}\n{asked_by}\n{shown_preview(rec)}\n\n"
                 f"Expires {expires}. Reply /approve {rec.id} or /deny {rec.id} [reason].")
         return Outbound(origin=rec.origin, text=text, preformatted=True, buttons=[
             Button(label="Approve", action="approve", value=rec.id),

@@ -13,10 +13,11 @@ class Background:
     def __init__(self) -> None:
         self._tasks: set[asyncio.Future[None]] = set()
 
-    def spawn(self, coro: Awaitable[None]) -> None:
+    def spawn(self, coro: Awaitable[None]) -> asyncio.Future[None]:
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
 
     @property
     def idle(self) -> bool:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from gateway.approvals import ApprovalService
+from gateway.mcp import status_lines
+from gateway.policy import effective_descriptor
 from gateway.reminders import cancel_command, remind_command, reminders_command
 from gateway.runtime import Runtime
 from gateway.scheduler import AutomationService
@@ -17,6 +19,7 @@ from toolsets.loader import loader_tool
 
 HELP = """Anyy — your assistant. Just write; or use:
 /new — start a fresh conversation (history stays searchable)
+/compact — summarise the older part of this conversation now
 /tools — the tools visible to the model now
 /toolsets — what the last turn selected and why; /toolsets pin NAME… or /toolsets auto
 /remind <when> <text> — e.g. /remind 10m stretch, /remind 09:00 standup
@@ -37,7 +40,7 @@ class Commands:
             "start": self.start, "help": self.help, "new": self.new, "tools": self.tools,
             "toolsets": self.toolsets, "approvals": self.list_approvals, "approve": self.approve,
             "deny": self.deny, "tasks": self.tasks, "remind": self.remind, "reminders": self.reminders,
-            "cancel": self.cancel,
+            "cancel": self.cancel, "compact": self.compact,
         }
 
     async def __call__(self, inbound: Inbound, session: SessionRecord) -> str | Outbound | None:
@@ -58,6 +61,14 @@ class Commands:
         await self.runtime.sessions.new_epoch(session.id)
         return "Started a fresh conversation. Earlier messages stay searchable."
 
+    async def compact(self, inbound: Inbound, session: SessionRecord, args: str) -> str:
+        if self.runtime.model is None:
+            return "No model is configured, so there is nothing to summarise with."
+        count = await self.runtime.compactor.compact(session, force=True)
+        if not count:
+            return "Nothing to compact yet: the conversation is short."
+        return f"Summarised {count} earlier messages; the conversation continues from the summary."
+
     def _selection(self, session: SessionRecord, available: list[Toolset]) -> Selection:
         if session.last_selection:
             return Selection.model_validate(session.last_selection)
@@ -66,7 +77,12 @@ class Commands:
 
     async def tools(self, inbound: Inbound, session: SessionRecord, args: str) -> str:
         available = await self.runtime.offered(inbound.user_key)
-        return describe_tools(tools_for(self._selection(session, available).names, available, loader_tool(available)))
+        tools = tools_for(self._selection(session, available).names, available, loader_tool(available))
+        governance = self.runtime.config.tool_governance
+        listing = describe_tools(tools, lambda t: effective_descriptor(t, governance))
+        offered = {ts.name for ts in available}  # a guest hears only of the servers offered to them
+        servers = [line for name, line in status_lines(self.runtime.services.get("mcp")) if name in offered]
+        return "\n".join([listing, "MCP servers:", *(f"• {line}" for line in servers)]) if servers else listing
 
     async def toolsets(self, inbound: Inbound, session: SessionRecord, args: str) -> str:
         words = args.split()

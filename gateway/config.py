@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
@@ -15,6 +16,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from connectors.mcp_names import NameCollision, check_servers
 from connectors.web.hosts import normalise_pattern
 
 
@@ -140,6 +142,16 @@ class CalendarConfig(Section):
     timeout_s: float = Field(30, gt=0)
 
 
+class SkillsConfig(Section):
+    roots: list[str] = Field(default_factory=list, description="read-only skill folders besides the managed root")
+
+
+class SubagentsConfig(Section):
+    max_depth: int = Field(2, ge=1, le=5)
+    max_concurrent: int = Field(3, ge=1, le=20, description="running helpers per user")
+    max_rounds: int = Field(8, ge=1, le=50)
+
+
 class WebConfig(Section):
     """The web toolset. Without a [web] section: fetch and extract of public pages, no search."""
 
@@ -174,6 +186,56 @@ class WebConfig(Section):
     def key_env(self) -> str:
         """The environment variable holding the search API key."""
         return self.api_key_env or {"brave": "BRAVE_API_KEY", "tavily": "TAVILY_API_KEY"}.get(self.search, "")
+ExecutionName = Literal["direct", "audit", "confirm", "change_plan", "force_change_plan"]
+
+
+class McpServerConfig(Section):
+    """One MCP server: `command` (stdio child process) or `url` (streamable HTTP), not both."""
+
+    command: str = ""
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    url: str = ""
+    headers: dict[str, str] = Field(default_factory=dict)
+    policy: ExecutionName = "confirm"
+    keywords: list[str] = Field(default_factory=list)
+    enabled: bool = True
+    guests: bool = False
+    timeout_s: float = Field(30, gt=0)
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServerConfig:
+        if bool(self.command) == bool(self.url):
+            raise ValueError("set either command (a stdio server) or url (a streamable HTTP server)")
+        if self.url and (self.args or self.env):
+            raise ValueError("args and env are for stdio servers (command); an HTTP server takes headers")
+        if self.command and self.headers:
+            raise ValueError("headers are for HTTP servers (url); a stdio server takes env")
+        if self.url and not self.url.startswith(("http://", "https://")):
+            raise ValueError(f"url must start with http:// or https:// (got {self.url!r})")
+        return self
+
+
+class McpConfig(Section):
+    servers: dict[str, McpServerConfig] = Field(default_factory=dict)
+
+    @field_validator("servers")
+    @classmethod
+    def _names(cls, v: dict[str, McpServerConfig]) -> dict[str, McpServerConfig]:
+        try:
+            check_servers(v)
+        except NameCollision as exc:
+            raise ValueError(str(exc)) from None
+        return v
+
+    @property
+    def enabled(self) -> dict[str, McpServerConfig]:
+        return {name: s for name, s in self.servers.items() if s.enabled}
+
+    def env_references(self) -> set[str]:
+        """The variables `${VAR}` in any server's `env` or `headers` names: secrets, like `*_env` keys."""
+        values = [v for s in self.servers.values() for v in (*s.env.values(), *s.headers.values())]
+        return {m for v in values for m in re.findall(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", v)}
 
 
 class SpeechConfig(Section):
@@ -289,6 +351,8 @@ class Config(Section):
     approvals: ApprovalsConfig = Field(default_factory=ApprovalsConfig)
     access: AccessConfig = Field(default_factory=AccessConfig)
     console: ConsoleConfig = Field(default_factory=ConsoleConfig)
+    skills: SkillsConfig = Field(default_factory=SkillsConfig)
+    subagents: SubagentsConfig = Field(default_factory=SubagentsConfig)
     workspace: WorkspaceConfig = Field(default_factory=WorkspaceConfig)
     terminal: TerminalConfig = Field(default_factory=TerminalConfig)
     dashboard: DashboardConfig = Field(default_factory=DashboardConfig)
@@ -300,6 +364,7 @@ class Config(Section):
     email: EmailConfig | None = None
     calendar: CalendarConfig | None = None
     web: WebConfig = Field(default_factory=WebConfig)
+    mcp: McpConfig = Field(default_factory=McpConfig)
 
     source: str = Field("(defaults)", exclude=True)
     data_dir: Path = Field(default_factory=lambda: data_dir(), exclude=True)
@@ -317,7 +382,8 @@ class Config(Section):
         return Path(self.workspace.root).expanduser() if self.workspace.root else self.data_dir / "workspace"
 
     def secret_env_names(self) -> set[str]:
-        """Every environment variable a `*_env` key names, in any section: the secrets Anyy was given."""
+        """Every environment variable a `*_env` key names, in any section, and every `${VAR}` of an MCP
+        server: the secrets Anyy was given."""
         names: set[str] = set()
 
         def walk(model: BaseModel) -> None:
@@ -328,7 +394,7 @@ class Config(Section):
                     names.add(value)
 
         walk(self)
-        return names
+        return names | self.mcp.env_references()
 
 
 def data_dir() -> Path:

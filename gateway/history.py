@@ -1,7 +1,10 @@
-"""The bounded context: the most recent whole turns of a session that fit the character budget.
+"""The bounded context: the session's latest summary, then the most recent whole turns that fit the
+character budget.
 
 Turns are dropped whole from the oldest end, so a tool call is never separated from its result and a
-session that lasts months costs the same per request as a new one. Everything stays in the store.
+session that lasts months costs the same per request as a new one. What falls out is summarised by
+`gateway.compaction` into a summary row; the window starts after the turns that summary covers.
+Everything stays in the store.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ def to_chat(msg: MessageRecord) -> ChatMessage:
     bracketed user-side notes, which every provider accepts after a tool result."""
     if msg.role == "event":
         return ChatMessage(role="user", content=f"[event] {msg.content}", images=_images(msg))
+    if msg.role == "summary":
+        return ChatMessage(role="user", content=f"[summary of the earlier conversation, for context] {msg.content}")
     if msg.role == "tool":
         return ChatMessage(role="tool", content=msg.content, tool_call_id=msg.tool_call_id, name=msg.tool_name)
     if msg.role == "assistant":
@@ -88,10 +93,16 @@ def _fit_images(msgs: list[ChatMessage], room: int) -> list[ChatMessage]:
     return out
 
 
+def covered_to(summary: MessageRecord | None) -> int:
+    """The id of the last message a summary row covers (0 without a summary)."""
+    return int(summary.meta.get("covers_to_id", 0)) if summary is not None else 0
+
+
 @dataclass
 class _Window:
     epoch: int
     rows: list[MessageRecord]
+    summary: MessageRecord | None = None
     last_id: int = 0
     chats: dict[int, ChatMessage] = field(default_factory=dict)  # stored rows already converted
     sizes: dict[int, int] = field(default_factory=dict)  # and already measured
@@ -131,11 +142,19 @@ class HistoryWindows:
         """The session's newest whole turns within the budget, oldest first (a copy the caller owns)."""
         window = self._windows.get(session_id)
         if window is None or window.epoch != epoch:
-            window = _Window(epoch, await self.messages.recent_within(session_id, epoch, self.budget))
+            summary = await self.messages.latest_summary(session_id, epoch)
+            rows = await self.messages.recent_within(session_id, epoch, self._budget(summary), covered_to(summary))
+            window = _Window(epoch, rows, summary, last_id=(summary.id or 0) if summary else 0)
         else:
-            window.rows = newest_turns(window.rows + await self.messages.after(session_id, epoch, window.last_id),
-                                       self.budget, window.size)
-        window.last_id = max((m.id or 0 for m in window.rows), default=window.last_id)
+            new = await self.messages.after(session_id, epoch, window.last_id)
+            window.last_id = max((m.id or 0 for m in new), default=window.last_id)
+            for m in new:
+                if m.role == "summary":  # compaction ran: the window now starts after what it covers
+                    window.summary = m
+            cut = covered_to(window.summary)
+            window.rows = newest_turns([m for m in window.rows + new if m.role != "summary" and (m.id or 0) > cut],
+                                       self._budget(window.summary), window.size)
+        window.last_id = max([window.last_id, *(m.id or 0 for m in window.rows)])
         kept = {m.id for m in window.rows}
         window.chats = {i: c for i, c in window.chats.items() if i in kept}
         window.sizes = {i: n for i, n in window.sizes.items() if i in kept}
@@ -145,12 +164,29 @@ class HistoryWindows:
             self._windows.popitem(last=False)
         return list(window.rows)
 
+    def _budget(self, summary: MessageRecord | None) -> int:
+        return max(0, self.budget - (_size(summary) if summary is not None else 0))
+
     def view(self, session_id: str, rows: list[MessageRecord]) -> list[ChatMessage]:
-        """`fit_history` of `rows`, converting each stored row once per window rather than per turn."""
+        """The latest summary, then `fit_history` of `rows`, converting each stored row once per window
+        rather than per turn."""
         window = self._windows.get(session_id)
         if window is None:
             return fit_history(rows, self.budget)
-        return fit_history(rows, self.budget, window.chat, window.size)
+        head = [to_chat(window.summary)] if window.summary is not None else []
+        return head + fit_history(rows, self._budget(window.summary), window.chat, window.size)
+
+    def fill(self, session_id: str) -> int:
+        """Characters of stored history in the session's window (0 when it is not loaded)."""
+        window = self._windows.get(session_id)
+        if window is None:
+            return 0
+        return sum(window.size(m) for m in window.rows) + (_size(window.summary) if window.summary else 0)
+
+    def summary(self, session_id: str) -> MessageRecord | None:
+        """The summary the session's window starts with (after `load`)."""
+        window = self._windows.get(session_id)
+        return window.summary if window is not None else None
 
 
 UNKNOWN_OUTCOME = ("Outcome unknown: the process stopped while this ran. It was not run again; check whether "

@@ -13,5 +13,5 @@ def setup_logging(level: int = logging.INFO) -> None:
     root.handlers[:] = [handler]
     root.setLevel(level)
     # Libraries log request URLs at INFO, and a Telegram bot token is part of its API URL.
-    for noisy in ("httpx", "httpcore", "telegram", "apscheduler", "aiohttp.access", "slack_bolt", "slack_sdk"):
+    for noisy in ("httpx", "httpx2", "httpcore", "mcp", "telegram", "apscheduler", "aiohttp.access", "slack_bolt", "slack_sdk"):
         logging.getLogger(noisy).setLevel(max(level, logging.WARNING))

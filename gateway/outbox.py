@@ -83,6 +83,21 @@ class OutboxService:
         async with self._changed:
             await self._changed.wait_for(self._idle)
 
+    async def delivered(self, item_id: int, timeout_s: float = 120.0) -> None:
+        """Wait until the row has left `pending` (sent or failed), or `timeout_s` has passed."""
+        async def settled() -> bool:
+            item = await self.repo.get(item_id)
+            # a surface that is not running here (another process delivers it) is not waited for
+            return item is None or item.state != "pending" or item.outbound.origin.surface not in self.surfaces
+
+        try:
+            async with asyncio.timeout(timeout_s):
+                while not await settled():
+                    async with self._changed:
+                        await self._changed.wait()
+        except TimeoutError:
+            log.info("outbox_wait_timeout id=%s", item_id)
+
     async def _dispatch(self, name: str, surface: Surface) -> None:
         wake = self._wake[name]
         while True:

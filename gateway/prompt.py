@@ -14,11 +14,13 @@ BASE = (
 )
 
 
-def system_prompt(now: datetime, surface: str, memory: str = "", instructions: str = "") -> str:
+def system_prompt(now: datetime, surface: str, memory: str = "", instructions: str = "", skills: str = "") -> str:
     parts = [BASE]
     if instructions:
         parts.append(instructions.strip())
     if memory:
         parts.append(memory)
+    if skills:
+        parts.append(skills)
     parts.append(f"Current time: {now:%A %Y-%m-%d %H:%M} ({now.tzinfo}). Chat surface: {surface}.")
     return "\n\n".join(parts)

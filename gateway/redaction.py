@@ -1,8 +1,8 @@
 """Redaction: what `anyy doctor`, logs and error messages print never carries a credential.
 
 Two kinds are removed: the userinfo of any URL (`https://user:pass@host` -> `https://***@host`) and the
-value of every secret the config names (each `*_env` key's environment variable). One helper, used by
-the log handler (gateway/logs.py), doctor's output and the CLI's error messages.
+value of every secret the config names (each `*_env` key's environment variable, each MCP `${VAR}`).
+One helper, used by the log handler (gateway/logs.py), doctor's output and the CLI's error messages.
 """
 
 from __future__ import annotations
@@ -11,8 +11,6 @@ import logging
 import re
 from collections.abc import Sequence
 
-from pydantic import BaseModel
-
 from gateway.config import Config, secret
 
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s?#@]+@")
@@ -20,18 +18,9 @@ MIN_SECRET_CHARS = 4  # shorter values would blank out ordinary words
 
 
 def configured_secrets(config: Config) -> list[str]:
-    """The values of the environment variables the config's `*_env` keys name (those that are set)."""
-    found: set[str] = set()
-
-    def walk(section: BaseModel) -> None:
-        for name, value in section:
-            if isinstance(value, BaseModel):
-                walk(value)
-            elif name.endswith("_env") and isinstance(value, str) and (val := secret(value)):
-                if len(val) >= MIN_SECRET_CHARS:
-                    found.add(val)
-
-    walk(config)
+    """The values of the environment variables the config names as secrets (`Config.secret_env_names`:
+    every `*_env` key and the MCP servers' `${VAR}`s), those that are set."""
+    found = {val for name in config.secret_env_names() if (val := secret(name)) and len(val) >= MIN_SECRET_CHARS}
     return sorted(found, key=len, reverse=True)  # longest first: a secret containing another goes whole
 
 

@@ -22,6 +22,7 @@ from typing import Any
 from gateway import checkpoints
 from gateway.access import Access
 from gateway.background import Background
+from gateway.compaction import Compactor
 from gateway.config import Config
 from gateway.context import TurnContext
 from gateway.history import UNKNOWN_OUTCOME, HistoryWindows, to_chat
@@ -40,6 +41,7 @@ from store.sessions import Sessions, session_id_for
 from toolsets.base import Tool, Toolset
 from toolsets.loader import loader_tool
 from toolsets.memory import memory_prompt
+from toolsets.skills import skills_prompt
 
 log = logging.getLogger(__name__)
 
@@ -65,12 +67,13 @@ class Runtime:
         self.sessions = Sessions(store)
         self.messages = Messages(store)
         self.windows = HistoryWindows(self.messages, config.runtime.context_budget)
+        self.compactor = Compactor(self.messages, self.windows, model)
         self.inbound_log = InboundLog(store)
         self.media = Media(config, services.get("artifacts"), services.get("speech"))
         self._lanes: dict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._turns = Background()
         self._tool_toolset = {t.name: ts.name for ts in toolsets for t in ts.tools}
-        self._schemas: dict[str, ToolSchema] = {}
+        self._schemas: dict[str, tuple[Tool, ToolSchema]] = {}
         self.accepting = True
         self._submitted: set[int] = set()  # queue ids with a turn in this process (never run one twice)
 
@@ -154,7 +157,7 @@ class Runtime:
             text = await self.model_turn(session, turn_id, user_text=prepared.text, images=prepared.images,
                                          has_attachments=bool(inbound.attachments))
         if text:
-            await self.reply(inbound.origin, prepared.heard + text, f"{turn_id}:reply")
+            self._compact_after(session, await self.reply(inbound.origin, prepared.heard + text, f"{turn_id}:reply"))
 
     async def _follow_up(self, session_id: str, event: str, dedupe: str) -> None:
         async with self._lanes[session_id]:
@@ -163,7 +166,11 @@ class Runtime:
                 return
             text = await self.model_turn(session, dedupe, event=event)
             if text:
-                await self.reply(session.origin, text, f"{dedupe}:reply")
+                self._compact_after(session, await self.reply(session.origin, text, f"{dedupe}:reply"))
+
+    def _compact_after(self, session: SessionRecord, outbox_id: int) -> None:
+        """Summarise what left the window once the reply is delivered (off the reply's critical path)."""
+        self._turns.spawn(self.compactor.after_reply(session, self.outbox.delivered(outbox_id)))
 
     async def reply(self, origin: Origin, text: str, dedupe: str) -> int:
         return await self.outbox.enqueue(Outbound(origin=origin, text=text), dedupe)
@@ -182,9 +189,14 @@ class Runtime:
 
     async def model_turn(self, session: SessionRecord, turn_id: str, *, user_text: str | None = None,
                          event: str | None = None, has_attachments: bool = False,
-                         exclude: set[str] = frozenset(), images: list[dict[str, Any]] | None = None) -> str | None:
+                         exclude: set[str] = frozenset(), images: list[dict[str, Any]] | None = None,
+                         only: list[Toolset] | None = None, max_rounds: int | None = None,
+                         with_memory: bool = True) -> str | None:
         """Run the model on the session until it answers. Returns the final text (None when the turn
-        ended by asking the user a question)."""
+        ended by asking the user a question).
+
+        `only` gives the turn exactly these toolsets, all loaded (a subagent's, already limited to what
+        its user may use); `with_memory=False` leaves the user's memory out of the system prompt."""
         role = await self.access.role_of(session.user_key)
         if role is None:  # revoked since the turn was queued (a follow-up, an automation): nothing runs
             log.info("turn_refused session=%s reason=no_access", session.id)
@@ -203,10 +215,10 @@ class Runtime:
         if self.model is None:
             return (f"No model is configured yet. Set [model] base_url and model in {self.config.source} "
                     f"(and put the API key in ${self.config.model.api_key_env}); slash commands work meanwhile: /help")
-        available = self.access.toolsets_for(role, self.available(exclude))
+        available = self.access.toolsets_for(role, self.available(exclude) if only is None else only)
+        pins = session.pinned_toolsets if only is None else [ts.name for ts in available]
         selection = select_toolsets(user_text or event or "", has_attachments=has_attachments,
-                                    recent=self._recent_toolsets(rows, turn_id), pins=session.pinned_toolsets,
-                                    available=available)
+                                    recent=self._recent_toolsets(rows, turn_id), pins=pins, available=available)
         if selection.model_dump() != session.last_selection:  # usually unchanged: skip the write
             await self.sessions.update(session.id, last_selection=selection.model_dump())
         ctx = TurnContext(store=self.store, user_key=session.user_key, session_id=session.id, origin=session.origin,
@@ -217,11 +229,15 @@ class Runtime:
         loader = loader_tool(available)
         if mine and mine[-1].role in ("assistant", "tool"):
             rows += await self._finish_interrupted(ctx, session, mine, loader)
-        memory = await memory_prompt(self.store, session.user_key, self.config.runtime.memory_max_chars)
+        memory = await memory_prompt(self.store, session.user_key, self.config.runtime.memory_max_chars) \
+            if with_memory else ""
+        skills = await skills_prompt(self.services.get("skills"), user_text or event or "") \
+            if "skills" in ctx.available else ""
         convo = [ChatMessage(role="system", content=system_prompt(ctx.now(), session.surface, memory,
-                                                                  self.config.runtime.instructions))]
+                                                                  self.config.runtime.instructions, skills))]
         convo += self.windows.view(session.id, rows)
-        for _ in range(self.config.runtime.max_tool_rounds):
+        rounds = max_rounds or self.config.runtime.max_tool_rounds
+        for _ in range(rounds):
             tools = tools_for(sorted(ctx.loaded), available, loader)
             await checkpoints.reached("model.before_call")
             try:
@@ -246,7 +262,7 @@ class Runtime:
             await self._show_images(ctx, session, convo)
             if ctx.ended:
                 return None
-        return (f"I stopped after {self.config.runtime.max_tool_rounds} rounds of tool calls without finishing. "
+        return (f"I stopped after {rounds} rounds of tool calls without finishing. "
                 "Tell me how to continue, or narrow the request.")
 
     async def _run_call(self, ctx: TurnContext, session: SessionRecord, call: ToolCallRecord,
@@ -313,11 +329,12 @@ class Runtime:
         return surface is not None and surface.has_buttons
 
     def _schema(self, tool: Tool) -> ToolSchema:
-        """Tool schemas are immutable: build each provider-neutral schema object once."""
+        """A tool's schema never changes: build each provider-neutral schema object once per tool (an
+        MCP server whose tool list changes brings new Tool objects)."""
         cached = self._schemas.get(tool.name)
-        if cached is None or cached.description != tool.description:
-            cached = self._schemas[tool.name] = ToolSchema(**tool.schema())
-        return cached
+        if cached is None or cached[0] is not tool:
+            cached = self._schemas[tool.name] = (tool, ToolSchema(**tool.schema()))
+        return cached[1]
 
     def _recent_toolsets(self, rows: list[MessageRecord], current_turn: str) -> list[str]:
         """Toolsets whose tools were called in the session's last RECENT_TURNS turns before this one."""

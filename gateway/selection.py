@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from pydantic import BaseModel, Field
 
 from gateway.keywords import matcher
-from toolsets.base import Tool, Toolset
+from toolsets.base import Descriptor, Tool, Toolset
 
 log = logging.getLogger(__name__)
 
@@ -120,11 +120,13 @@ def describe_selection(selection: Selection, available: Sequence[Toolset] = ()) 
     return "\n".join(lines)
 
 
-def describe_tools(tools: Sequence[Tool]) -> str:
-    """`/tools`: the visible tools grouped by toolset, with the size of their schemas."""
+def describe_tools(tools: Sequence[Tool], descriptor: Callable[[Tool], Descriptor] | None = None) -> str:
+    """`/tools`: the visible tools grouped by toolset, each with its risk and execution policy (as
+    `descriptor` gives them: the effective one, after governance overrides), and the size of their schemas."""
     groups: dict[str, list[str]] = {}
     for tool in tools:
-        groups.setdefault(tool.toolset, []).append(tool.name)
+        d = descriptor(tool) if descriptor is not None else tool.descriptor
+        groups.setdefault(tool.toolset, []).append(f"{tool.name} ({d.risk}, {d.execution})")
     size = schema_bytes(tools)
     lines = [f"{len(tools)} tools visible ({size / 1024:.1f} KB of schemas):"]
     lines += [f"• {toolset}: {', '.join(names)}" for toolset, names in groups.items()]

@@ -16,11 +16,13 @@ from connectors.calendar import CalendarClient, CalendarSettings
 from connectors.email import EmailClient, EmailSettings
 from connectors.processes import Settings
 from connectors.shellrules import Rule
+from connectors.skills import SkillLibrary
 from connectors.speech import EspeakEngine, OpenAISpeechEngine, SpeechEngine, Transcriber
 from connectors.web import Guard, HostRules, SearchError, WebFetcher, search_backend
 from connectors.workspace import Workspace
 from gateway.config import CalendarConfig, Config, EmailConfig, WebConfig, secret
 from gateway.scheduler import AutomationService
+from gateway.subagents import SubagentService
 from store.artifacts import Artifacts
 from store.db import Store
 from toolsets.jobs import Terminal
@@ -152,6 +154,8 @@ async def build_services(gateway: "Gateway") -> dict[str, Any]:
                                 "workspace": workspace(config)}
     services["automations"] = AutomationService(gateway.store, config.tz, gateway.outbox.enqueue,
                                                 gateway.run_prompt, may_run=gateway.access.allowed_key)
+    services["skills"] = SkillLibrary(config.data_dir / "skills", [Path(r).expanduser() for r in config.skills.roots])
+    services["subagents"] = SubagentService(gateway, config.subagents)
     if config.terminal.enabled:
         term = terminal(config, gateway.store)
         if gateway.resident:  # only the resident process may declare another's processes lost

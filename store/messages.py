@@ -67,15 +67,17 @@ class Messages:
 
         return await self.store.run(op)
 
-    async def recent_within(self, session_id: str, epoch: int, budget_chars: int) -> list[MessageRecord]:
-        """The newest whole turns of the session's current epoch whose text fits `budget_chars`
-        (at least the newest turn), oldest first. Sizes are summed on raw rows, so a months-long
-        session costs only the rows that fit, never the whole history."""
+    async def recent_within(self, session_id: str, epoch: int, budget_chars: int,
+                            after_id: int = 0) -> list[MessageRecord]:
+        """The newest whole turns of the session's current epoch newer than `after_id` whose text fits
+        `budget_chars` (at least the newest turn), oldest first, summaries left out. Sizes are summed on
+        raw rows, so a months-long session costs only the rows that fit, never the whole history."""
 
         def op(db: Database) -> list[MessageRecord]:
             cur = db.execute(
                 "SELECT *, length(content) + coalesce(length(tool_calls), 0) AS size FROM messages"
-                " WHERE session_id = ? AND epoch = ? ORDER BY id DESC", [session_id, epoch])
+                " WHERE session_id = ? AND epoch = ? AND id > ? AND role != 'summary' ORDER BY id DESC",
+                [session_id, epoch, after_id])
             names = [d[0] for d in cur.description]
             kept: list[dict[str, Any]] = []
             used, turn = 0, None
@@ -88,6 +90,28 @@ class Messages:
                 used += row.pop("size")
                 kept.append(row)
             return [row_to(MessageRecord, r, _JSON) for r in reversed(kept)]
+
+        return await self.store.run(op)
+
+    async def latest_summary(self, session_id: str, epoch: int) -> MessageRecord | None:
+        """The session's newest summary row (see gateway/compaction.py), if any."""
+
+        def op(db: Database) -> MessageRecord | None:
+            rows = db.execute_returning_dicts(
+                "SELECT * FROM messages WHERE session_id = ? AND epoch = ? AND role = 'summary' ORDER BY id DESC"
+                " LIMIT 1", [session_id, epoch])
+            return row_to(MessageRecord, rows[0], _JSON) if rows else None
+
+        return await self.store.run(op)
+
+    async def between(self, session_id: str, epoch: int, after_id: int, limit: int) -> list[MessageRecord]:
+        """Up to `limit` of the epoch's non-summary rows newer than `after_id`, oldest first."""
+
+        def op(db: Database) -> list[MessageRecord]:
+            rows = db.execute_returning_dicts(
+                "SELECT * FROM messages WHERE session_id = ? AND epoch = ? AND id > ? AND role != 'summary'"
+                " ORDER BY id LIMIT ?", [session_id, epoch, after_id, limit])
+            return [row_to(MessageRecord, r, _JSON) for r in rows]
 
         return await self.store.run(op)
 
@@ -111,7 +135,7 @@ class Messages:
                     "SELECT m.id, m.session_id, m.turn_id, m.role, m.created_at,"
                     " snippet(messages_fts, 0, '[', ']', '…', 40) AS snippet"
                     " FROM messages_fts JOIN messages m ON m.rowid = messages_fts.rowid"
-                    f" WHERE messages_fts MATCH ? AND {who} AND m.role IN ('user','assistant')"
+                    f" WHERE messages_fts MATCH ? AND {who} AND m.role IN ('user','assistant','summary')"
                     " ORDER BY m.id DESC LIMIT ?",
                     [fts_quote(query), *who_args, limit],
                 )
@@ -121,7 +145,7 @@ class Messages:
                 rows = db.execute_returning_dicts(
                     "SELECT id, session_id, turn_id, role, created_at, substr(content, 1, 160) AS snippet"
                     " FROM messages m"
-                    f" WHERE {where} AND {who} AND role IN ('user','assistant') ORDER BY id DESC LIMIT ?",
+                    f" WHERE {where} AND {who} AND role IN ('user','assistant','summary') ORDER BY id DESC LIMIT ?",
                     [*like, *who_args, limit],
                 )
             return [

@@ -204,6 +204,33 @@ def m002_fts_conversation_only(db: Database) -> None:
 
 
 @MIGRATIONS()
+def m003_subagent_jobs(db: Database) -> None:
+    """Child turns of delegate_task / background_job: durable, so a crash is reported, never re-run."""
+    db.executescript(
+        """
+        CREATE TABLE subagent_jobs (
+            id TEXT PRIMARY KEY,
+            parent_session_id TEXT NOT NULL,
+            child_session_id TEXT NOT NULL UNIQUE,
+            user_key TEXT NOT NULL,
+            origin TEXT NOT NULL,           -- JSON Origin: where the parent's chat is
+            task TEXT NOT NULL,
+            toolsets TEXT NOT NULL,         -- JSON list of the toolsets the child may use
+            depth INTEGER NOT NULL,
+            mode TEXT NOT NULL,             -- sync | background
+            state TEXT NOT NULL,            -- running | succeeded | failed | cancelled | interrupted
+            summary TEXT,
+            owner_pid INTEGER NOT NULL,
+            created_at TEXT NOT NULL,
+            finished_at TEXT
+        );
+        CREATE INDEX subagent_jobs_parent ON subagent_jobs (parent_session_id, created_at);
+        CREATE INDEX subagent_jobs_running ON subagent_jobs (user_key, state);
+        """
+    )
+
+
+@MIGRATIONS()
 def m003_host_tools(db: Database) -> None:
     """What the file and terminal toolsets remember: which file versions a session has read (a write
     must not overwrite what it has not seen), and the background processes Anyy started."""
@@ -261,7 +288,31 @@ def m003_artifacts(db: Database) -> None:
 
 
 @MIGRATIONS()
-def m004_exactly_once(db: Database) -> None:
+def m010_summaries_searchable(db: Database) -> None:
+    """Context-compaction summaries are searchable like conversation text (session_search finds what was
+    summarised). Rebuilds the FTS triggers of m002 with the 'summary' role added."""
+    roles = "('user', 'assistant', 'summary')"
+    db.executescript(
+        f"""
+        DROP TRIGGER messages_ai;
+        DROP TRIGGER messages_ad;
+        DROP TRIGGER messages_au;
+        CREATE TRIGGER messages_ai AFTER INSERT ON messages WHEN new.role IN {roles} BEGIN
+            INSERT INTO messages_fts (rowid, content) VALUES (new.rowid, new.content);
+        END;
+        CREATE TRIGGER messages_ad AFTER DELETE ON messages WHEN old.role IN {roles} BEGIN
+            INSERT INTO messages_fts (messages_fts, rowid, content) VALUES ('delete', old.rowid, old.content);
+        END;
+        CREATE TRIGGER messages_au AFTER UPDATE ON messages WHEN old.role IN {roles} BEGIN
+            INSERT INTO messages_fts (messages_fts, rowid, content) VALUES ('delete', old.rowid, old.content);
+            INSERT INTO messages_fts (rowid, content) SELECT new.rowid, new.content WHERE new.role IN {roles};
+        END;
+        """
+    )
+
+
+@MIGRATIONS()
+def m011_exactly_once(db: Database) -> None:
     """The tool-call journal, owners and leases on running work, bound approval payloads, and one
     approval per tool call."""
     db.executescript(

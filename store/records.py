@@ -90,7 +90,7 @@ class SessionRecord(BaseModel):
     chat_id: str
     thread_id: str | None = None
     user_key: str
-    kind: Literal["chat", "automation"] = "chat"
+    kind: Literal["chat", "automation", "subagent"] = "chat"
     pinned_toolsets: list[str] | None = None
     last_selection: dict[str, Any] | None = None
     epoch: int = 0
@@ -113,7 +113,7 @@ class MessageRecord(BaseModel):
     session_id: str
     epoch: int = 0
     turn_id: str
-    role: Literal["user", "assistant", "tool", "event"]
+    role: Literal["user", "assistant", "tool", "event", "summary"]
     content: str = ""
     tool_calls: list[ToolCallRecord] = Field(default_factory=list)
     tool_call_id: str | None = None
@@ -296,3 +296,25 @@ def row_to(model: type[BaseModel], row: dict[str, Any], json_fields: tuple[str, 
         elif data.get(f) is None:
             data.pop(f, None)  # NULL column: the model's default (empty list / dict / None) applies
     return model.model_validate(data)
+
+
+JobState = Literal["running", "succeeded", "failed", "cancelled", "interrupted"]
+
+
+class SubagentJob(BaseModel):
+    """A child turn started by `delegate_task` (mode "sync") or `background_job` (mode "background")."""
+
+    id: str
+    parent_session_id: str
+    child_session_id: str
+    user_key: str
+    origin: Origin
+    task: str
+    toolsets: list[str] = Field(default_factory=list)
+    depth: int = 1
+    mode: Literal["sync", "background"] = "sync"
+    state: JobState = "running"
+    summary: str | None = None
+    owner_pid: int = 0
+    created_at: str
+    finished_at: str | None = None

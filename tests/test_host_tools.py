@@ -64,8 +64,10 @@ def test_call_policy_tightens_or_loosens_change_plan_to_audit_only():
     assert plan.for_call(ExecutionPolicy.FORCE_CHANGE_PLAN).execution is ExecutionPolicy.FORCE_CHANGE_PLAN
     force = Descriptor(execution=ExecutionPolicy.FORCE_CHANGE_PLAN)
     assert force.for_call(ExecutionPolicy.AUDIT) == force
-    confirm = Descriptor(execution=ExecutionPolicy.CONFIRM, approval=ApprovalPolicy.ALWAYS)
-    assert confirm.for_call(ExecutionPolicy.AUDIT) == confirm
+    always = Descriptor(execution=ExecutionPolicy.CONFIRM, approval=ApprovalPolicy.ALWAYS)
+    assert always.for_call(ExecutionPolicy.AUDIT) == always  # "always ask" means always
+    confirm = Descriptor(execution=ExecutionPolicy.CONFIRM)
+    assert confirm.for_call(ExecutionPolicy.AUDIT).execution is ExecutionPolicy.AUDIT  # skill_manage reload
     # a governance override still tightens what the call policy loosened
     gov = GovernanceConfig(overrides={"bash": ToolOverride(execution="change_plan")})
     assert effective_descriptor(bash, gov, audit).execution is ExecutionPolicy.CHANGE_PLAN

@@ -129,7 +129,8 @@ def test_describe_selection_and_tools_for_the_commands():
     tools = tools_for(["memory", "clarify"], CORE, loader_tool(CORE))
     listing = describe_tools(tools)
     assert listing.startswith("3 tools visible (")
-    assert listing.splitlines()[1:] == ["• loader: load_toolsets", "• memory: memory", "• clarify: clarify"]
+    assert listing.splitlines()[1:] == ["• loader: load_toolsets (read, direct)", "• memory: memory (runtime-low, audit)",
+                                      "• clarify: clarify (read, direct)"]
 
 
 def test_selection_round_trips_through_the_session_record():
@@ -179,4 +180,4 @@ def test_syntax_the_scanner_does_not_follow_runs_ungated(pattern):
 def test_every_registered_keyword_but_a_few_short_ones_is_gated():
     ungated = [k for ts in TOOLSETS for k in ts.keywords
                if (n := keywords.needles_of(k)[0]) is None or min(len(x.encode()) for x in n) < 3]
-    assert len(ungated) <= 5, ungated
+    assert len(ungated) <= 7, ungated  # "at", "in", "cc", and the two-letter commands df, du, ls

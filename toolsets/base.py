@@ -18,7 +18,8 @@ from enum import StrEnum
 from typing import Any, Protocol, get_type_hints
 from zoneinfo import ZoneInfo
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+import jsonschema
+from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
 from store.db import Store
 from store.records import Attachment, Origin
@@ -70,12 +71,15 @@ class Descriptor(BaseModel):
     def for_call(self, requested: ExecutionPolicy) -> "Descriptor":
         """This descriptor for one call whose arguments asked for `requested` (a tool's call policy,
         see `Tool.call_policy`). A call may always be made stricter. The one loosening is
-        `change_plan` -> `audit`, for a call its tool classified as read-only (an allowlisted `ls`): it
-        then runs at once, recorded, with no approval of any kind. `force_change_plan` never loosens."""
+        `confirm`/`change_plan` -> `audit`, for a call its tool classified as having no effect to approve
+        (an allowlisted `ls`, a skills reload): it then runs at once, recorded, with no approval of any
+        kind. `force_change_plan` and `approval = always` never loosen."""
         order = list(ExecutionPolicy)
         if order.index(requested) > order.index(self.execution):
             return self.model_copy(update={"execution": requested})
-        if self.execution is ExecutionPolicy.CHANGE_PLAN and requested is ExecutionPolicy.AUDIT:
+        loosenable = self.execution in (ExecutionPolicy.CONFIRM, ExecutionPolicy.CHANGE_PLAN) \
+            and self.approval is not ApprovalPolicy.ALWAYS
+        if loosenable and requested is ExecutionPolicy.AUDIT:
             return self.model_copy(update={"execution": ExecutionPolicy.AUDIT, "approval": ApprovalPolicy.NONE})
         return self
 
@@ -170,21 +174,29 @@ class Tool:
     effector: EffectFn | None = None
     requires: str | None = None  # a service without which this one tool is absent (its toolset stays)
     call_policy_fn: CallPolicyFn | None = None
+    # A JSON schema given as is (an MCP server's `inputSchema`), sent instead of the args model's; the
+    # args model is then `json_schema_args(parameters)`, which validates against it.
+    parameters: dict[str, Any] | None = None
     _schema: dict[str, Any] | None = field(default=None, repr=False)
 
     def schema(self) -> dict[str, Any]:
         """The provider-neutral schema: name, description, JSON-schema parameters. Built once: it is
         sent with every model request, and the same bytes every time keep prompt caches warm."""
         if self._schema is None:
-            params = self.args_model.model_json_schema()
-            params.pop("title", None)
-            for prop in params.get("properties", {}).values():
-                prop.pop("title", None)
+            if self.parameters is not None:
+                params = self.parameters
+            else:
+                params = self.args_model.model_json_schema()
+                params.pop("title", None)
+                for prop in params.get("properties", {}).values():
+                    prop.pop("title", None)
             self._schema = {"name": self.name, "description": self.description, "parameters": params}
         return self._schema
 
     async def call(self, ctx: ToolContext, args: BaseModel) -> Any:
-        return await self.handler(ctx, **{k: getattr(args, k) for k in type(args).model_fields})
+        # Fields of a typed args model, plus the free-form keys of a `json_schema_args` model.
+        fields = {k: getattr(args, k) for k in type(args).model_fields}
+        return await self.handler(ctx, **fields, **(args.model_extra or {}))
 
     def preview(self, fn: PreviewFn) -> PreviewFn:
         """Decorator: register the approval preview for this tool."""
@@ -319,3 +331,25 @@ def args_model_for(fn: Callable[..., Any]) -> type[BaseModel]:
         fields[pname] = (hints.get(pname, Any), Field(default, description=docs.get(pname)))
     name = "".join(p.title() for p in fn.__name__.split("_")) + "Args"
     return create_model(name, __config__=ConfigDict(extra="forbid"), **fields)
+
+
+def json_schema_args(schema: dict[str, Any]) -> type[BaseModel]:
+    """An args model for a tool that brings its own JSON schema: any JSON object that `schema` accepts
+    (checked with `jsonschema`; a violation is a pydantic ValidationError, as for typed tools)."""
+    validator_cls = jsonschema.validators.validator_for(schema)
+    validator_cls.check_schema(schema)  # a broken schema is the server's error, found when listing
+    validator = validator_cls(schema)
+
+    class JsonSchemaArgs(BaseModel):
+        model_config = ConfigDict(extra="allow")
+
+        @model_validator(mode="before")
+        @classmethod
+        def _check(cls, data: Any) -> Any:
+            error = jsonschema.exceptions.best_match(validator.iter_errors(data))
+            if error is not None:
+                where = "/".join(str(p) for p in error.absolute_path)
+                raise ValueError(f"{where + ': ' if where else ''}{error.message}")
+            return data
+
+    return JsonSchemaArgs

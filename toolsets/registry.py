@@ -10,6 +10,8 @@ from toolsets import file
 from toolsets import terminal
 from toolsets import tts
 from toolsets import clarify, memory, messaging, sessions, tasks
+from toolsets import skills
+from toolsets import subagents
 from toolsets import web
 from toolsets.base import Tool, Toolset
 
@@ -22,6 +24,8 @@ TOOLSETS: list[Toolset] = [
     clarify.TOOLSET,
     calendar.TOOLSET,
     email.TOOLSET,
+    skills.TOOLSET,
+    subagents.TOOLSET,
     web.TOOLSET,
     file.TOOLSET,
     terminal.TOOLSET,

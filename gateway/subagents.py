@@ -1,0 +1,208 @@
+"""The subagent service: child turns for `delegate_task` and `background_job`.
+
+A child is a model turn in its own session (`subagent:<job id>`), for the same user and chat as its
+parent, with a fresh context: the task text and optional context, no memory and no parent transcript. It
+sees only the toolsets it was given — a subset of what its user may use, read-only ones by default,
+never `clarify` (nobody is there to answer), never `skill_manage`, and `subagents` only while the depth
+limit allows. Its tool calls go through the same policy as any other: a held call becomes a normal
+approval prompt to the owner that names the job. Every job is a row; a job found running after a crash is
+reported to the owner as interrupted and never re-run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import os
+import secrets
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from gateway.background import Background
+from gateway.config import SubagentsConfig
+from store.messages import Messages
+from store.records import Outbound, SubagentJob, iso, utcnow
+from store.subagents import SubagentJobs
+from toolsets.base import Risk, ToolContext, ToolError, Toolset
+
+if TYPE_CHECKING:
+    from gateway.app import Gateway
+
+log = logging.getLogger(__name__)
+
+CHILD_PREFIX = "subagent:"
+NEVER_FOR_CHILDREN = {"clarify"}
+CHILD_STRIPPED_TOOLS = {"skill_manage"}
+SUBAGENTS = "subagents"
+MAX_TASK_CHARS = 8_000
+
+
+def read_only(ts: Toolset) -> bool:
+    return bool(ts.tools) and all(t.descriptor.risk is Risk.READ for t in ts.tools)
+
+
+class SubagentService:
+    """Implements `toolsets.subagents.SubagentsAPI`."""
+
+    def __init__(self, gateway: "Gateway", config: SubagentsConfig) -> None:
+        self.gateway = gateway
+        self.config = config
+        self.jobs = SubagentJobs(gateway.store)
+        self._running: dict[str, asyncio.Future[None]] = {}
+        self._background = Background()
+
+    # -- starting children ------------------------------------------------------------------------
+
+    async def delegate(self, parent: ToolContext, task: str, toolsets: list[str] | None, context: str) -> str:
+        job, chosen = await self._open(parent, task, toolsets, "sync")
+        text = task if not context.strip() else f"{task}\n\nContext from the requester:\n{context}"
+        return await self._run(job, chosen, text)
+
+    async def start(self, parent: ToolContext, task: str, toolsets: list[str] | None) -> SubagentJob:
+        job, chosen = await self._open(parent, task, toolsets, "background")
+        self._running[job.id] = self._background.spawn(self._run_background(job, chosen))
+        return job
+
+    async def _open(self, parent: ToolContext, task: str, requested: list[str] | None,
+                    mode: str) -> tuple[SubagentJob, list[Toolset]]:
+        if not task.strip():
+            raise ToolError("the task is empty: say what the helper should do and report")
+        if len(task) > MAX_TASK_CHARS:
+            raise ToolError(f"the task is {len(task)} characters; keep it under {MAX_TASK_CHARS}")
+        depth = await self._depth_of(parent.session_id) + 1
+        if depth > self.config.max_depth:
+            raise ToolError(f"helpers may not start helpers beyond depth {self.config.max_depth}")
+        chosen = await self._toolsets_for(parent, requested, depth)
+        job_id = f"j{secrets.token_hex(5)}"
+        job = SubagentJob(id=job_id, parent_session_id=parent.session_id, child_session_id=CHILD_PREFIX + job_id,
+                          user_key=parent.user_key, origin=parent.origin, task=task.strip(),
+                          toolsets=[ts.name for ts in chosen], depth=depth, mode=mode,  # type: ignore[arg-type]
+                          owner_pid=os.getpid(), created_at=iso(utcnow()))
+        if not await self.jobs.create_if_room(job, self.config.max_concurrent):
+            raise ToolError(f"{self.config.max_concurrent} helpers are already running for you; wait for one to "
+                            "finish or cancel one (subagent_cancel)")
+        log.info("subagent_started job=%s mode=%s depth=%d toolsets=%s", job.id, mode, depth, ",".join(job.toolsets))
+        return job, chosen
+
+    async def _depth_of(self, session_id: str) -> int:
+        if not session_id.startswith(CHILD_PREFIX):
+            return 0
+        job = await self.jobs.by_child_session(session_id)
+        return job.depth if job else 0
+
+    async def _toolsets_for(self, parent: ToolContext, requested: Sequence[str] | None, depth: int) -> list[Toolset]:
+        """The child's toolsets: what the parent's user may use, minus what children never get."""
+        usable = {ts.name: ts for ts in await self.gateway.runtime.offered(parent.user_key)
+                  if ts.name not in NEVER_FOR_CHILDREN and (ts.name != SUBAGENTS or depth < self.config.max_depth)}
+        if requested is None:
+            names = [n for n, ts in usable.items() if read_only(ts)]
+        else:
+            unknown = [n for n in requested if n not in usable]
+            if unknown:
+                raise ToolError(f"a helper cannot use {', '.join(unknown)}; it may use: {', '.join(usable)}")
+            names = list(dict.fromkeys(requested))
+        return [_without(usable[n], CHILD_STRIPPED_TOOLS) for n in usable if n in names]
+
+    # -- running ----------------------------------------------------------------------------------
+
+    async def _run(self, job: SubagentJob, toolsets: list[Toolset], text: str) -> str:
+        runtime = self.gateway.runtime
+        session = await runtime.sessions.get_or_create(job.child_session_id, job.origin, job.user_key, kind="subagent")
+        try:
+            summary = await runtime.model_turn(session, f"job-{job.id}", user_text=text, only=toolsets,
+                                               max_rounds=self.config.max_rounds, with_memory=False)
+        except Exception as exc:  # the helper's failure is the parent's tool result, not a crash
+            log.exception("subagent_failed job=%s", job.id)
+            await self.jobs.finish(job.id, "failed", f"{type(exc).__name__}: {exc}")
+            raise ToolError(f"the helper failed: {type(exc).__name__}") from None
+        summary = summary or "(the helper ended by asking a question; nobody could answer it)"
+        await self.jobs.finish(job.id, "succeeded", summary)
+        log.info("subagent_finished job=%s", job.id)
+        return summary
+
+    async def _run_background(self, job: SubagentJob, toolsets: list[Toolset]) -> None:
+        try:
+            summary = await self._run(job, toolsets, job.task)
+        except ToolError as exc:
+            summary = f"failed: {exc}"
+        except asyncio.CancelledError:
+            return  # cancelled by the owner (the row says so) or by shutdown (recovered at next start)
+        finally:
+            self._running.pop(job.id, None)
+        await self.gateway.outbox.enqueue(
+            Outbound(origin=job.origin, text=f"🧩 Background job {job.id} finished:\n{summary}"), f"job:{job.id}:done")
+        self.gateway.runtime.resume(job.parent_session_id,
+                                    f"Background job {job.id} ({job.task[:80]}) finished. Its summary (already shown "
+                                    f"to the user): {summary}", f"job-{job.id}-done")
+
+    # -- control ----------------------------------------------------------------------------------
+
+    async def _own(self, parent: ToolContext, job_id: str) -> SubagentJob:
+        job = await self.jobs.get(job_id)
+        if job is None or job.parent_session_id != parent.session_id:
+            raise ToolError(f"no helper {job_id!r} was started by this conversation")
+        return job
+
+    async def list(self, parent: ToolContext) -> list[SubagentJob]:
+        return await self.jobs.for_parent(parent.session_id)
+
+    async def history(self, parent: ToolContext, job_id: str) -> list[dict[str, Any]]:
+        job = await self._own(parent, job_id)
+        rows = await Messages(self.gateway.store).recent(job.child_session_id, 0, 200)
+        return [{"role": m.role, "text": m.content[:2000],
+                 **({"tool_calls": [c.name for c in m.tool_calls]} if m.tool_calls else {}),
+                 **({"tool": m.tool_name} if m.tool_name else {})} for m in rows]
+
+    async def cancel(self, parent: ToolContext, job_id: str) -> SubagentJob:
+        job = await self._own(parent, job_id)
+        done = await self.jobs.finish(job.id, "cancelled", "cancelled by the owner")
+        if done is None:
+            raise ToolError(f"helper {job_id} is not running (it is {job.state})")
+        task = self._running.pop(job.id, None)
+        if task is not None:
+            task.cancel()
+        log.info("subagent_cancelled job=%s", job.id)
+        return done
+
+    async def parent_session(self, session_id: str) -> str | None:
+        """The session that started the child session `session_id` (None for other sessions)."""
+        if not session_id.startswith(CHILD_PREFIX):
+            return None
+        job = await self.jobs.by_child_session(session_id)
+        return job.parent_session_id if job else None
+
+    async def recover(self) -> None:
+        """At a resident start: jobs still marked running belonged to a process that is gone (or to a
+        predecessor that had this pid); they are reported as interrupted, never re-run."""
+        for job in await self.jobs.running():
+            if job.owner_pid != os.getpid() and _alive(job.owner_pid):
+                continue  # a live `anyy chat` next to us owns it
+            done = await self.jobs.finish(job.id, "interrupted", "Anyy stopped while this ran")
+            if done is not None:
+                log.info("subagent_interrupted job=%s", job.id)
+                await self.gateway.outbox.enqueue(Outbound(origin=job.origin, text=(
+                    f"⚠️ Background job {job.id} ({job.task[:80]}) was interrupted when Anyy stopped. It was not "
+                    "re-run; ask again if you still need it.")), f"job:{job.id}:interrupted")
+
+    async def aclose(self) -> None:
+        """Shutdown: stop running children; their rows stay `running` and the next start reports them."""
+        for task in list(self._running.values()):
+            task.cancel()
+        await self._background.wait()
+
+
+def _without(ts: Toolset, tools: set[str]) -> Toolset:
+    if not any(t.name in tools for t in ts.tools):
+        return ts
+    return dataclasses.replace(ts, tools=[t for t in ts.tools if t.name not in tools])
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

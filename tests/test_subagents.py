@@ -1,0 +1,151 @@
+"""Subagents end to end: a child turn with its own context and tools, in the foreground or background."""
+
+import asyncio
+import os
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+from store.approvals import Approvals
+from store.memory import Memory
+from store.subagents import SubagentJobs
+from tests.fixtures.model import hang, reply, tool_call
+from tests.support import side_effects
+from tests.support.side_effects import EXECUTED, TESTING
+from toolsets.registry import TOOLSETS
+
+TASK = "CHILD-TASK: find three flights"
+
+
+@pytest.fixture(autouse=True)
+def _reset():
+    side_effects.reset()
+    yield
+    side_effects.reset()
+
+
+@pytest.fixture
+async def harness(start_console):
+    return await start_console(toolsets=[*TOOLSETS, TESTING])
+
+
+async def test_delegate_task_child_has_its_own_context_and_tools(harness, model):
+    await Memory(harness.gw.store).add("console:owner", "user", "PARENT-MEMORY: likes window seats")
+    model.script(tool_call("delegate_task", {"task": TASK, "toolsets": ["sessions"], "context": "from Lisbon"}),
+                 reply("CHILD-SUMMARY: TP123, LH456, FR789"), reply("Here they are."))
+    out = await harness.say("delegate: research flights for me")
+    assert "Here they are." in out
+    child = model.requests[1]
+    assert child.tool_names == ["load_toolsets", "session_search"]  # only what it was given
+    assert [m["role"] for m in child.messages] == ["system", "user"]  # fresh context: no parent transcript
+    assert child.messages[1]["content"] == f"{TASK}\n\nContext from the requester:\nfrom Lisbon"
+    assert "PARENT-MEMORY" not in child.messages[0]["content"]
+    assert "delegate_task" not in child.tool_names
+    parent_result = [m for m in model.requests[2].messages if m["role"] == "tool"][0]["content"]
+    assert "CHILD-SUMMARY: TP123, LH456, FR789" in parent_result
+    jobs = await SubagentJobs(harness.gw.store).for_parent("console:local")
+    assert len(jobs) == 1 and jobs[0].state == "succeeded" and jobs[0].toolsets == ["sessions"]
+
+
+async def test_default_toolsets_are_read_only_and_never_clarify(harness, model):
+    model.script(tool_call("delegate_task", {"task": TASK}), reply("CHILD-SUMMARY"), reply("ok"))
+    await harness.say("delegate this")
+    names = set(model.requests[1].tool_names)
+    assert "session_search" in names
+    assert not names & {"task_create", "memory", "clarify", "side_effect", "delegate_task", "skill_manage"}
+
+
+async def test_a_child_cannot_get_a_toolset_its_user_lacks(harness, model):
+    model.script(tool_call("delegate_task", {"task": TASK, "toolsets": ["email"]}), reply("ok"))
+    await harness.say("delegate with email")
+    result = [m for m in model.requests[-1].messages if m["role"] == "tool"][0]["content"]
+    assert "cannot use email" in result and len(model.requests) == 2
+
+
+async def test_background_job_returns_at_once_and_reports_later(harness, model):
+    model.script(tool_call("background_job", {"task": TASK, "toolsets": ["sessions"]}), reply("Started it."),
+                 reply("CHILD-SUMMARY: done researching"))
+    out = await harness.say("research flights in the background")
+    assert "Started it." in out  # the parent's turn ended before the child's answer arrived
+    seen = await harness.wait_for("Background job")
+    await harness.gw.idle()
+    seen += harness.new_output()
+    assert "CHILD-SUMMARY: done researching" in seen
+    jobs = await SubagentJobs(harness.gw.store).for_parent("console:local")
+    assert jobs[0].state == "succeeded" and jobs[0].mode == "background"
+    # the parent session got the summary as an event and followed up once
+    assert any("[event] Background job" in m["content"] for m in model.requests[-1].messages if m["role"] == "user")
+
+
+async def test_cancel_stops_a_running_job(harness, model):
+    model.script(tool_call("background_job", {"task": TASK}), reply("Started."), hang(30))
+    await harness.say("start the research in the background")
+    await model.wait_for_requests(3)  # the child is waiting on the model
+    job = (await SubagentJobs(harness.gw.store).for_parent("console:local"))[0]
+    model.script(tool_call("subagent_cancel", {"id": job.id}), reply("Cancelled it."))
+    out = await harness.say("cancel that job")
+    assert "Cancelled it." in out
+    await harness.gw.idle()
+    assert (await SubagentJobs(harness.gw.store).get(job.id)).state == "cancelled"
+    assert "finished" not in harness.new_output()
+
+
+async def test_a_childs_side_effect_is_an_owner_approval_naming_the_job(harness, model):
+    model.script(tool_call("delegate_task", {"task": TASK, "toolsets": ["testing"]}),
+                 tool_call("side_effect", {"note": "from-child"}), reply("CHILD-SUMMARY: asked for approval"),
+                 reply("The helper asked for approval."))
+    out = await harness.say("delegate the side effect")
+    job = (await SubagentJobs(harness.gw.store).for_parent("console:local"))[0]
+    assert "Approval needed: side_effect" in out and f"Asked by helper job {job.id}" in out
+    pending = await Approvals(harness.gw.store).list(("pending",))
+    assert pending[0].requester == "console:owner" and EXECUTED == []
+    out = await harness.say(f"/approve {pending[0].id}")
+    assert EXECUTED == ["from-child"]
+    # the parent conversation (not the finished helper) follows up on the outcome
+    assert "echo: [event] Approval" in out
+
+
+async def test_depth_and_concurrency_limits(start_console, make_config, model):
+    h = await start_console(make_config(subagents={"max_depth": 1, "max_concurrent": 1}))
+    model.script(tool_call("delegate_task", {"task": TASK, "toolsets": ["subagents"]}), reply("ok"))
+    await h.say("delegate with helpers")
+    result = [m for m in model.requests[-1].messages if m["role"] == "tool"][0]["content"]
+    assert "cannot use subagents" in result
+    model.reset()
+    model.script(tool_call("background_job", {"task": TASK}), reply("Started."), hang(30))
+    await h.say("start one in the background")
+    await model.wait_for_requests(2)
+    model.script(tool_call("background_job", {"task": TASK}), reply("No room."))
+    await h.say("and another in the background")
+    result = [m for m in model.requests[-1].messages if m["role"] == "tool"][-1]["content"]
+    assert "already running" in result
+
+
+async def test_kill_9_during_a_background_job_is_reported_after_restart(tmp_path: Path, model):
+    config = tmp_path / "config.toml"
+    config.write_text(f'[model]\nbase_url = "{model.url_openai}"\nmodel = "fake-1"\ntimeout_s = 30\n'
+                      f'max_retries = 0\n[store]\npath = "{tmp_path / "anyy.db"}"\n', encoding="utf-8")
+    env = {**os.environ, "ANYY_HOME": str(tmp_path / "home"), "ANYY_TOOL_RESULTS_DIR": str(tmp_path / "r")}
+
+    async def chat() -> asyncio.subprocess.Process:
+        return await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "gateway.cli", "chat", "--config", str(config), env=env,
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+
+    model.script(tool_call("background_job", {"task": TASK}), reply("Started."), hang(60))
+    first = await chat()
+    first.stdin.write(b"research in the background\n")
+    await first.stdin.drain()
+    await model.wait_for_requests(3, timeout=30)  # the child is mid-turn
+    while b"Started." not in await asyncio.wait_for(first.stdout.readline(), 30):
+        pass  # the parent's turn has finished and been delivered
+    first.send_signal(signal.SIGKILL)
+    await first.wait()
+    second = await chat()
+    second.stdin.close()
+    out, _ = await asyncio.wait_for(second.communicate(), 60)
+    text = out.decode()
+    assert "was interrupted when Anyy stopped" in text and "not re-run" in text
+    assert len(model.requests) == 3  # nothing ran again
