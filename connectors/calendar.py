@@ -8,7 +8,9 @@ event someone else changed in the meantime (`CalendarConflict`).
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
 from urllib.parse import quote
 
@@ -30,10 +32,20 @@ from connectors.ical import Event, EventFields, EventTime, InvalidEvent
 __all__ = [
     "CalendarAuthError", "CalendarClient", "CalendarConflict", "CalendarError", "CalendarInfo",
     "CalendarNotFound", "CalendarSettings", "CalendarUnreachable", "Event", "EventFields", "EventTime",
-    "InvalidEvent",
+    "InvalidEvent", "Listing",
 ]
 
 log = logging.getLogger(__name__)
+
+EXPAND_TIMEOUT_S = 5.0  # a backstop: the bounds in `connectors.recurrence` keep expansion far below it
+
+
+@dataclass(frozen=True)
+class Listing:
+    """The occurrences in a range, and notes on series that were cut short or not expanded."""
+
+    events: list[Event]
+    notes: list[str] = field(default_factory=list)
 
 
 class CalendarSettings(BaseModel):
@@ -78,36 +90,48 @@ class CalendarClient:
         return self._calendars
 
     async def calendar(self, name: str | None = None) -> CalendarInfo:
-        """The calendar called `name` (display name, case-insensitive, or URL); without a name, the
-        configured default calendar, else the first one."""
+        """The calendar called `name`: its display name (case-insensitive), its URL or path, or the last
+        segment of its path (`personal` for `/demouser/personal/`, what a server's web UI often shows),
+        in that order of precedence; without a name, the configured default calendar, else the first one."""
         calendars = await self.calendars()
         wanted = name or self.settings.default_calendar
         if not wanted:
             if not calendars:
                 raise CalendarNotFound(f"the account on {self.server} has no calendars")
             return calendars[0]
-        for cal in calendars:
-            if wanted.casefold() == cal.name.casefold() or wanted.rstrip("/") in (
-                    cal.url.rstrip("/"), httpx.URL(cal.url).path.rstrip("/")):
-                return cal
-        known = ", ".join(c.name for c in calendars) or "none"
+        folded, path = wanted.casefold(), wanted.rstrip("/")
+        for matches in (lambda c: folded == c.name.casefold(),
+                        lambda c: path in (c.url.rstrip("/"), httpx.URL(c.url).path.rstrip("/")),
+                        lambda c: folded.strip("/") == _segment(c.url).casefold()):
+            for cal in calendars:
+                if matches(cal):
+                    return cal
+        known = ", ".join(f"{c.name} ({_segment(c.url)})" for c in calendars) or "none"
         raise CalendarNotFound(f"there is no calendar called {wanted!r} (calendars: {known})")
 
     async def _selected(self, name: str | None) -> list[CalendarInfo]:
         return [await self.calendar(name)] if name else await self.calendars()
 
-    async def events(self, start: datetime, end: datetime, calendar: str | None = None) -> list[Event]:
+    async def events(self, start: datetime, end: datetime, calendar: str | None = None) -> Listing:
         """Every event occurrence overlapping [start, end) in `calendar` (default: all calendars),
         recurring events expanded, sorted by start. All-day dates and floating times sort as if in
-        `start`'s zone."""
+        `start`'s zone. Expansion is bounded (`connectors.recurrence`; what was cut is in `notes`)
+        and runs on a worker thread within EXPAND_TIMEOUT_S, so the event loop never waits on it."""
         if start.tzinfo is None or end.tzinfo is None:
             raise ValueError("events() needs aware start and end times")
-        out: list[Event] = []
-        for cal in await self._selected(calendar):
-            for res in await self._dav.query(cal.url, start=start, end=end):
-                out.extend(ical.expand(res.data, start, end, href=res.href, etag=res.etag, calendar=cal.name))
+        found = [(cal.name, res) for cal in await self._selected(calendar)
+                 for res in await self._dav.query(cal.url, start=start, end=end)]
+        try:
+            async with asyncio.timeout(EXPAND_TIMEOUT_S):
+                expansions = await asyncio.to_thread(
+                    lambda: [ical.expand(res.data, start, end, href=res.href, etag=res.etag, calendar=name)
+                             for name, res in found])
+        except TimeoutError:
+            raise CalendarError(f"expanding the recurring events took longer than {EXPAND_TIMEOUT_S:g}s; "
+                                "list a shorter range") from None
         zone = start.tzinfo
-        return sorted(out, key=lambda e: (_instant(e.start, zone), e.summary))
+        events = sorted((e for x in expansions for e in x.events), key=lambda e: (_instant(e.start, zone), e.summary))
+        return Listing(events=events, notes=[n for x in expansions for n in x.notes])
 
     async def get_event(self, uid: str, calendar: str | None = None) -> Event:
         """One event, with its ETag and source, by UID, searched in `calendar` (default: all)."""
@@ -176,3 +200,8 @@ def _instant(value: EventTime, zone: tzinfo | None) -> datetime:
     if not isinstance(value, datetime):
         return datetime(value.year, value.month, value.day, tzinfo=zone)
     return value if value.tzinfo else value.replace(tzinfo=zone)
+
+
+def _segment(url: str) -> str:
+    """The last segment of a collection's path: `personal` for `https://host/demouser/personal/`."""
+    return httpx.URL(url).path.rstrip("/").rsplit("/", 1)[-1]

@@ -48,10 +48,22 @@ class EmailSettings(BaseModel):
     smtp_security: Security = "ssl"
     username: str
     password: SecretStr
+    smtp_username: str | None = Field(None, description="SMTP login if it differs from `username`; '' sends "
+                                                        "without AUTH (a local relay)")
+    smtp_password: SecretStr | None = Field(None, description="SMTP password if it differs from `password`")
     from_address: str
     from_name: str = ""
     sent_folder: str = Field("", description="folder that gets a copy of each sent message; '' for none")
     timeout_s: float = Field(30, gt=0)
+
+    @property
+    def smtp_login(self) -> tuple[str, str] | None:
+        """(user, password) for SMTP AUTH, or None to send without logging in."""
+        user = self.username if self.smtp_username is None else self.smtp_username
+        if not user:
+            return None
+        password = self.password if self.smtp_password is None else self.smtp_password
+        return user, password.get_secret_value()
 
 
 class MailboxStatus(BaseModel):
@@ -164,18 +176,30 @@ class EmailClient:
 
     async def _smtp_connect(self) -> aiosmtplib.SMTP:
         s = self.settings
-        smtp = aiosmtplib.SMTP(hostname=s.smtp_host, port=s.smtp_port, username=s.username,
-                               password=s.password.get_secret_value(), timeout=s.timeout_s,
+        login = s.smtp_login
+        smtp = aiosmtplib.SMTP(hostname=s.smtp_host, port=s.smtp_port, timeout=s.timeout_s,
                                use_tls=s.smtp_security == "ssl", start_tls=s.smtp_security == "starttls",
                                tls_context=self._tls)
+        secret = login[1] if login else ""
         try:
             await smtp.connect()
+            if login is not None:
+                if smtp.last_ehlo_response is None:  # connect() greets only when STARTTLS needed it
+                    await smtp.ehlo()
+                if not smtp.supports_extension("auth"):
+                    smtp.close()
+                    raise EmailError(f"{self._smtp_where} offers no login (AUTH); for a relay that takes mail "
+                                     "without one, set smtp_username = \"\"")
+                await smtp.login(*login)
         except aiosmtplib.SMTPAuthenticationError as exc:
-            text = f"SMTP login to {s.smtp_host}:{s.smtp_port} as {s.username} failed: {exc.code} {exc.message}"
-            raise EmailError(scrubbed(text, s.password.get_secret_value())) from None
+            smtp.close()
+            text = f"SMTP login to {s.smtp_host}:{s.smtp_port} as {login[0] if login else ''} failed: " \
+                   f"{exc.code} {exc.message}"
+            raise EmailError(scrubbed(text, secret)) from None
         except (aiosmtplib.SMTPException, OSError, TimeoutError) as exc:
+            smtp.close()
             text = network_error(exc, self._smtp_where, s.timeout_s) or f"{self._smtp_where} failed: {exc}"
-            raise EmailError(scrubbed(text, s.password.get_secret_value())) from None
+            raise EmailError(scrubbed(text, secret)) from None
         return smtp
 
     async def send(self, message: EmailMessage) -> SendResult:

@@ -20,6 +20,7 @@ import icalendar
 import recurring_ical_events
 from icalendar import vCalAddress, vRecur
 
+from connectors import recurrence
 from connectors.caldav import CalendarError
 
 EventTime = date | datetime
@@ -82,18 +83,46 @@ def parse_event(data: str, uid: str | None = None, *, href: str = "", etag: str 
                   source=data)
 
 
+@dataclass(frozen=True)
+class Expansion:
+    """The occurrences of one resource in a window, and what a reader must be told about them."""
+
+    events: list[Event]
+    notes: list[str] = field(default_factory=list)  # a series cut short, or not expanded at all
+
+
 def expand(data: str, start: datetime, end: datetime, *, href: str = "", etag: str = "",
-           calendar: str = "") -> list[Event]:
-    """Every occurrence of the resource's events that overlaps [start, end); an occurrence of a series
-    carries the series' rule."""
+           calendar: str = "") -> Expansion:
+    """Every occurrence of the resource's events that overlaps [start, end), bounded as
+    `connectors.recurrence` explains; an occurrence of a series carries the series' rule."""
     cal = _calendar(data, href)
-    rules = {str(c.get("uid", "")): _rule_text(c) for c in cal.walk("VEVENT") if "recurrence-id" not in c}
+    masters = [c for c in cal.walk("VEVENT") if "recurrence-id" not in c]
+    rules = {str(c.get("uid", "")): _rule_text(c) for c in masters}
     try:
-        occurrences = recurring_ical_events.of(cal).between(start, end)
-    except ValueError as exc:
+        stop, notes = _bounded(masters, start, end)
+        occurrences = recurring_ical_events.of(cal).between(start, stop) if stop is not None else []
+    except ValueError as exc:  # icalendar's IncompleteComponent (no DTSTART) is one too
         raise CalendarError(f"cannot expand the recurring event at {href or 'the resource'}: {exc}") from None
     events = (_event(c, href=href, etag=etag, calendar=calendar) for c in occurrences)
-    return [replace(e, rrule=e.rrule or rules.get(e.uid, "")) for e in events]
+    return Expansion(events=[replace(e, rrule=e.rrule or rules.get(e.uid, "")) for e in events], notes=notes)
+
+
+def _bounded(masters: list[icalendar.Event], start: datetime, end: datetime) -> tuple[datetime | None, list[str]]:
+    """Where to stop expanding the resource (None: not at all), and the notes saying why."""
+    stop, notes = end, []
+    for comp in masters:
+        limit = recurrence.bound(comp, start, end)
+        if limit is None:
+            continue
+        name = f"{str(comp.get('summary', ''))!r} (id {str(comp.get('uid', ''))}, repeats {_rule_text(comp)})"
+        if not limit.expandable:
+            notes.append(f"{name} was not expanded: it repeats too often since {comp.start.isoformat()} to list "
+                         "here; calendar_get shows it, or list a range nearer its start")
+            return None, notes
+        stop = min(stop, limit.stop)
+        notes.append(f"{name} repeats more than {recurrence.MAX_OCCURRENCES} times in this range: only its "
+                     f"occurrences before {limit.stop.isoformat()} are listed")
+    return stop, notes
 
 
 def new_event(fields: EventFields) -> Event:

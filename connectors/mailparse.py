@@ -19,7 +19,8 @@ SNIPPET_CHARS = 160
 
 _MSGID = re.compile(r"<[^<>\s]+>")
 _BLOCKS = {"p", "div", "br", "tr", "table", "ul", "ol", "h1", "h2", "h3", "h4", "h5", "h6", "blockquote",
-           "pre", "hr", "section", "article", "header", "footer", "li"}
+           "pre", "hr", "section", "article", "header", "footer", "li", "caption", "dt", "dd"}
+_CELLS = {"td", "th"}  # kept apart on their line: "Monday | Lentil soup", never "MondayLentil soup"
 _SKIP = {"script", "style", "head", "title", "noscript", "template"}
 
 
@@ -70,12 +71,19 @@ class _TextExtractor(HTMLParser):
         self._skip_depth = 0
         self._href: str | None = None
         self._link_text: list[str] = []
+        self._cells = 0  # cells begun in the current table row
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if tag in _SKIP:
             self._skip_depth += 1
         elif tag in _BLOCKS:
             self.parts.append("\n- " if tag == "li" else "\n")
+            if tag == "tr":
+                self._cells = 0
+        elif tag in _CELLS:
+            if self._cells:
+                self.parts.append(" | ")
+            self._cells += 1
         elif tag == "a":
             self._href = dict(attrs).get("href")
             self._link_text = []
@@ -83,7 +91,7 @@ class _TextExtractor(HTMLParser):
     def handle_endtag(self, tag: str) -> None:
         if tag in _SKIP:
             self._skip_depth = max(0, self._skip_depth - 1)
-        elif tag in _BLOCKS and tag != "li":  # the next item's start already breaks the line
+        elif tag in _BLOCKS and tag not in ("li", "tr"):  # the next item's start already breaks the line
             self.parts.append("\n")
         elif tag == "a" and self._href:
             # Keep the target: in mail the link is often the whole point ("confirm here").

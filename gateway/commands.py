@@ -47,8 +47,8 @@ class Commands:
         head, _, args = inbound.text.strip().partition(" ")
         name = head[1:].split("@", 1)[0].lower()  # Telegram appends @botname in groups
         handler = self.table.get(name)
-        if handler is None:
-            return f"Unknown command /{name}. Try /help."
+        if handler is None:  # "/etc/hosts is wrong" is a message, not a command: the model reads it
+            return None
         return await handler(inbound, session, args.strip())
 
     async def start(self, inbound: Inbound, session: SessionRecord, args: str) -> str:

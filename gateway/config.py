@@ -128,6 +128,8 @@ class EmailConfig(Section):
     smtp_security: Literal["ssl", "starttls", "none"] = "ssl"
     username: str
     password_env: str = "ANYY_EMAIL_PASSWORD"
+    smtp_username: str | None = None  # None: the IMAP username; "": no SMTP AUTH (a local relay)
+    smtp_password_env: str = ""  # "": the IMAP password (password_env)
     from_address: str
     from_name: str = ""
     sent_folder: str = ""

@@ -26,6 +26,7 @@ from gateway.compaction import Compactor
 from gateway.config import Config
 from gateway.context import TurnContext
 from gateway.history import UNKNOWN_OUTCOME, HistoryWindows, to_chat
+from gateway.limits import inbound_too_long
 from gateway.llm.types import ChatMessage, ModelClient, ModelUnavailable, ToolSchema
 from gateway.media import Media
 from gateway.outbox import OutboxService
@@ -138,6 +139,10 @@ class Runtime:
                 await self.reply(inbound.origin, text, f"{turn_id}:pairing")
             return
         session = await self.sessions.get_or_create(sid, inbound.origin, inbound.user_key)
+        too_long = inbound_too_long(inbound.text)
+        if too_long:  # refused whole: a cut message could mean something else than what was sent
+            await self.reply(inbound.origin, too_long, f"{turn_id}:too-long")
+            return
         if inbound.text.startswith("/") and self.commands is not None:
             answer = await self.commands(inbound, session)
             if isinstance(answer, Outbound):

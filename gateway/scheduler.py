@@ -38,6 +38,7 @@ from apscheduler.triggers.date import DateTrigger
 from store.automations import Automations
 from store.db import Store
 from store.records import AutomationRecord, AutomationRun, Origin, Outbound, iso, parse_iso, utcnow
+from toolsets.limits import NAME_CHARS
 from toolsets.schedule import (
     ActionModel, AutomationError, Once, Reminder, ScheduleModel, parse_action, parse_schedule, when_label,
 )
@@ -386,4 +387,6 @@ def _name(name: str) -> str:
     cleaned = " ".join(name.split())
     if not cleaned:
         raise AutomationError("an automation needs a name")
-    return cleaned[:200]
+    if len(cleaned) > NAME_CHARS:
+        raise AutomationError(f"a name is a short label: at most {NAME_CHARS} characters (this one has {len(cleaned)})")
+    return cleaned

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from connectors.calendar import CalendarClient, CalendarSettings
+from connectors.calendar import CalendarClient, CalendarNotFound, CalendarSettings
 from connectors.email import EmailClient, EmailSettings
 from connectors.processes import Settings
 from connectors.shellrules import Rule
@@ -55,8 +55,9 @@ class SurfaceStatus(Mapping[str, str]):
 
 
 def email_client(cfg: EmailConfig) -> EmailClient:
-    settings = cfg.model_dump(exclude={"password_env"})
-    return EmailClient(EmailSettings(**settings, password=secret(cfg.password_env) or ""))
+    settings = cfg.model_dump(exclude={"password_env", "smtp_password_env"})
+    smtp_password = (secret(cfg.smtp_password_env) or "") if cfg.smtp_password_env else None
+    return EmailClient(EmailSettings(**settings, password=secret(cfg.password_env) or "", smtp_password=smtp_password))
 
 
 def calendar_client(cfg: CalendarConfig) -> CalendarClient:
@@ -178,6 +179,11 @@ async def connector_checks(config: Config) -> list[tuple[str, str, str]]:
             else:
                 cals = await client.calendars()
                 lines.append(("✓", "calendar", f"{len(cals)} calendar(s): {', '.join(c.name for c in cals)[:120]}"))
+                if client.settings.default_calendar:
+                    try:
+                        await client.calendar()
+                    except CalendarNotFound as exc:  # new events would have nowhere to go
+                        lines.append(("✗", "calendar", f"[calendar] default_calendar matches nothing: {exc}"))
         except Exception as exc:  # doctor reports every failure as a line, never a traceback
             lines.append(("✗", name, str(exc)))
         finally:

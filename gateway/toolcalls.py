@@ -18,6 +18,7 @@ from gateway import checkpoints
 from gateway.access import Access
 from gateway.approvals import ApprovalService, sha256_text
 from gateway.context import TurnContext
+from gateway.limits import ArgumentError, parse_arguments
 from gateway.policy import Policy, Verdict
 from gateway.results import apply_budget
 from store.audit import Audit
@@ -93,14 +94,11 @@ class ToolCaller:
             hint = f" It belongs to the '{known.toolset}' toolset: call load_toolsets first." if known else ""
             return self._error(f"Error: unknown tool {call.name!r}.{hint}")
         try:
-            raw = json.loads(call.arguments or "{}")
-            if not isinstance(raw, dict):
-                raise ValueError("arguments must be a JSON object")
-            args = tool.args_model.model_validate(raw)
+            args = tool.args_model.model_validate(parse_arguments(call.arguments))
         except ValidationError as exc:
             return self._error(validation_message(tool, exc))
-        except ValueError as exc:
-            return self._error(f"Error: arguments for {tool.name} are not valid JSON ({exc}). "
+        except ArgumentError as exc:
+            return self._error(f"Error: arguments for {tool.name} were refused: {exc}. "
                                "Send a JSON object matching the tool's schema.")
         plain = args.model_dump(mode="json")
         verdict, descriptor, reason = await self.policy.decide(tool, plain, ctx.user_key,

@@ -63,14 +63,27 @@ async def test_a_calendar_url_is_that_calendar_alone(caldav_server: CalDAVServer
 async def test_an_unknown_calendar_name_lists_the_known_ones(caldav_server: CalDAVServer,
                                                             seeded_calendar: str) -> None:
     async with CalendarClient(settings(caldav_server, seeded_calendar)) as client:
-        with pytest.raises(CalendarNotFound, match=r"no calendar called 'Work' \(calendars: Personal\)"):
+        with pytest.raises(CalendarNotFound, match=r"no calendar called 'Work' \(calendars: Personal \([0-9a-f]{32}\)\)"):
             await client.calendar("Work")
+
+
+async def test_a_calendar_is_found_by_the_last_segment_of_its_path(caldav_server: CalDAVServer,
+                                                                   seeded_calendar: str) -> None:
+    url = caldav_server.make_calendar("Family and home", segment="household", seed=False)  # /owner/household/
+    async with CalendarClient(settings(caldav_server, default_calendar="household")) as client:
+        assert (await client.calendar("household")).url == url
+        assert (await client.calendar("Household/")).url == url
+        assert (await client.calendar()).url == url  # the default, named the way the server's web UI shows it
+        assert (await client.calendar("family AND home")).url == url
+        assert (await client.calendar("personal")).url == seeded_calendar  # a display name comes first
+        with pytest.raises(CalendarNotFound, match=r"Family and home \(household\)"):
+            await client.calendar("owner")
 
 
 async def test_lists_the_range_with_the_weekly_event_expanded(caldav_server: CalDAVServer,
                                                              seeded_calendar: str) -> None:
     async with CalendarClient(settings(caldav_server)) as client:
-        events = await client.events(*MARCH, calendar="Personal")
+        events = (await client.events(*MARCH, calendar="Personal")).events
     syncs = [e for e in events if e.summary == "Team sync"]
     # Six Mondays at 10:00 Berlin time: 09:00 UTC in winter, 08:00 UTC after the 30 March change.
     assert [e.start.astimezone(UTC).strftime("%m-%d %H:%M") for e in syncs] == [
@@ -87,7 +100,8 @@ async def test_lists_the_range_with_the_weekly_event_expanded(caldav_server: Cal
 async def test_a_narrow_range_holds_only_what_overlaps_it(caldav_server: CalDAVServer,
                                                          seeded_calendar: str) -> None:
     async with CalendarClient(settings(caldav_server, seeded_calendar)) as client:
-        events = await client.events(datetime(2025, 3, 10, tzinfo=BERLIN), datetime(2025, 3, 18, tzinfo=BERLIN))
+        listing = await client.events(datetime(2025, 3, 10, tzinfo=BERLIN), datetime(2025, 3, 18, tzinfo=BERLIN))
+        events = listing.events
     assert [(e.summary, e.start.day) for e in events] == [("Team sync", 10), ("Dentist", 12), ("Team sync", 17)]
 
 
@@ -129,7 +143,8 @@ async def test_create_round_trips_every_field(scratch: CalendarClient) -> None:
     created = await scratch.create_event(new)
     read = await scratch.get_event(created.uid)
     assert read == created and read.etag
-    occurrences = await scratch.events(datetime(2025, 10, 25, tzinfo=BERLIN), datetime(2025, 10, 28, tzinfo=BERLIN))
+    listing = await scratch.events(datetime(2025, 10, 25, tzinfo=BERLIN), datetime(2025, 10, 28, tzinfo=BERLIN))
+    occurrences = listing.events
     # Daily at 09:00 Berlin time across the 26 October change back to winter time.
     assert [e.start.astimezone(UTC).hour for e in occurrences if e.uid == created.uid] == [7, 8, 8]
     assert read.attendees == ("carol@example.com",) and read.start.tzinfo == BERLIN

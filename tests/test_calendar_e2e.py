@@ -210,3 +210,25 @@ async def test_server_down_when_asked_is_a_clear_error_and_holds_nothing(
     assert await Approvals(h.gw.store).list(("pending",)) == []
     result = [m["content"] for m in model.requests[-1].messages if m["role"] == "tool"][-1]
     assert result.startswith("Error: cannot reach the calendar server")
+
+
+@pytest.mark.parametrize(("default", "complaint"), [
+    ("nope", "✗ calendar: [calendar] default_calendar matches nothing: there is no calendar called 'nope'"),
+    ("scratch-by-segment", None),
+])
+async def test_doctor_says_when_default_calendar_matches_nothing(make_config, caldav_server: CalDAVServer,
+                                                                 fresh_calendar: str, monkeypatch: pytest.MonkeyPatch,
+                                                                 default: str, complaint: str | None) -> None:
+    from gateway.services import connector_checks
+
+    monkeypatch.setenv("ANYY_TEST_CALENDAR_PASSWORD", caldav_server.password)
+    segment = urlsplit(fresh_calendar).path.rstrip("/").rsplit("/", 1)[-1]
+    config = make_config(calendar={"url": fresh_calendar, "username": caldav_server.username,
+                                   "password_env": "ANYY_TEST_CALENDAR_PASSWORD",
+                                   "default_calendar": segment if complaint is None else default})
+    lines = ["{} {}: {}".format(*line) for line in await connector_checks(config)  # as doctor prints them
+             if line[1] == "calendar"]
+    assert lines[0].startswith("✓ calendar: 1 calendar(s): Scratch")
+    assert lines[1:] == ([] if complaint is None else [lines[1]])
+    if complaint is not None:
+        assert lines[1].startswith(complaint)

@@ -20,13 +20,19 @@ async def test_toolsets_pin_and_auto_change_what_the_model_sees(console, model):
     assert model.requests[-1].tool_names == ["load_toolsets"]  # chit-chat needs no toolset
 
 
-async def test_tools_lists_visible_tools_and_unknown_commands_do_not_reach_the_model(console, model):
+async def test_tools_lists_visible_tools_without_the_model(console, model):
     await console.say("add a task to buy milk")
+    requests = len(model.requests)
     tools = await console.say("/tools")
     assert "task_create" in tools and "load_toolsets" in tools
-    requests = len(model.requests)
-    assert "Unknown command /frobnicate" in await console.say("/frobnicate now")
     assert len(model.requests) == requests
+
+
+async def test_text_that_starts_with_a_slash_but_is_no_command_goes_to_the_model(console, model):
+    out = await console.say("/etc/hosts is wrong")
+    assert out.strip() == "echo: /etc/hosts is wrong"
+    assert "Unknown command" not in out
+    assert model.requests[-1].messages[-1]["content"] == "/etc/hosts is wrong"
 
 
 async def test_loader_makes_a_toolset_available_mid_turn(console, model):

@@ -170,6 +170,10 @@ async def test_tools_page_shows_policies_effective_overrides_and_why_not(dash):
     tasks = re.search(r'<section class="card" id="toolset-tasks">.*?</h2>', page, re.S)
     assert tasks and "available" in tasks.group(0) and "not available" not in tasks.group(0)
     assert re.search(r"bytes\)", page)
+    # who gets what: [access] guest_toolsets, not just a toolset's own flag
+    web = re.search(r'<section class="card" id="toolset-web">.*?</h2>', page, re.S)
+    assert web and "shared with guests" in web.group(0)
+    assert "shared with guests" not in email.group(0)
 
 
 async def test_toolsets_page_shows_the_last_selection_and_its_size(dash, model):

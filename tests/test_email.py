@@ -13,7 +13,7 @@ from connectors.email import EmailClient, EmailError, EmailSettings
 from connectors.mailcompose import OutgoingMessage, parse_addresses, reply_subject
 from store.db import Store
 from store.drafts import Drafts
-from tests.fixtures.mail import PASSWORD, MailServers, SmtpRecorder
+from tests.fixtures.mail import PASSWORD, SMTP_PASSWORD, SMTP_USER, MailServers, SmtpRecorder
 from tests.support.mailbox import ATTACHMENT_BYTES, SEED, SENT_FOLDER
 
 
@@ -78,6 +78,7 @@ async def test_get_turns_html_only_mail_into_readable_text(mail_servers: MailSer
         news = await client.get(mail_servers.uids["html_only"])
     assert news.text == (
         "Spring edition\n\nFish & chips are back on the menu.\n\n- Tuesday: tacos\n- Thursday: curry\n\n"
+        "Day | Dish\nMonday | Lentil soup\n\n"
         "Read the full story (https://news.example.com/spring).\nThanks!")
 
 
@@ -189,6 +190,48 @@ async def test_send_delivers_exactly_the_message(mail_servers: MailServers, smtp
     assert m["Bcc"] is None and b"audit@example.org" not in got.data
     assert m.get_content().replace("\r\n", "\n") == "Hello Bob,\n\nthe numbers are in. 你好!\n"
     assert m["Date"] == "Fri, 08 Mar 2024 10:00:00 +0000"
+
+
+async def test_send_through_a_relay_that_offers_no_auth(mail_servers: MailServers,
+                                                        smtp_recorder: SmtpRecorder) -> None:
+    async with client_for(mail_servers, smtp_port=mail_servers.smtp_open_port, smtp_username="") as client:
+        assert (await client.status()).smtp == "ok"
+        result = await client.send(outgoing(subject="Via the relay").build(datetime.now(timezone.utc)))
+    assert result.accepted == ["bob@example.net", "carol@example.com", "audit@example.org"]
+    assert [r.message["Subject"] for r in smtp_recorder.received] == ["Via the relay"]
+    assert smtp_recorder.logins == []
+    async with client_for(mail_servers, smtp_port=mail_servers.smtp_open_port) as client:  # still set to log in
+        with pytest.raises(EmailError, match='set smtp_username = ""'):
+            await client.send(outgoing().build(datetime.now(timezone.utc)))
+    assert len(smtp_recorder.received) == 1
+
+
+async def test_smtp_logs_in_with_its_own_user_name_and_password(mail_servers: MailServers,
+                                                                smtp_recorder: SmtpRecorder) -> None:
+    async with client_for(mail_servers, smtp_username=SMTP_USER, smtp_password=SMTP_PASSWORD) as client:
+        status = await client.status()  # IMAP still logs in as the mailbox's user
+        await client.send(outgoing(subject="As the mailer").build(datetime.now(timezone.utc)))
+    assert status.reachable and status.messages == len(SEED)
+    assert smtp_recorder.logins == [SMTP_USER, SMTP_USER]
+    assert [r.message["Subject"] for r in smtp_recorder.received] == ["As the mailer"]
+    async with client_for(mail_servers, smtp_username=SMTP_USER) as client:  # the IMAP password is not its
+        with pytest.raises(EmailError, match=f"SMTP login to 127.0.0.1:{mail_servers.smtp_port} as mailer failed"):
+            await client.send(outgoing().build(datetime.now(timezone.utc)))
+
+
+def test_the_email_config_carries_the_smtp_login(make_config, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gateway.services import email_client
+
+    monkeypatch.setenv("ANYY_TEST_IMAP_PASSWORD", "imap-pw")
+    monkeypatch.setenv("ANYY_TEST_SMTP_PASSWORD", "smtp-pw")
+    base = {"imap_host": "127.0.0.1", "smtp_host": "127.0.0.1", "username": "me@example.test",
+            "from_address": "me@example.test", "password_env": "ANYY_TEST_IMAP_PASSWORD"}
+    same = email_client(make_config(email=base).email).settings
+    own = email_client(make_config(email={**base, "smtp_username": "mailer",
+                                          "smtp_password_env": "ANYY_TEST_SMTP_PASSWORD"}).email).settings
+    relay = email_client(make_config(email={**base, "smtp_username": ""}).email).settings
+    assert (same.smtp_login, own.smtp_login, relay.smtp_login) == (
+        ("me@example.test", "imap-pw"), ("mailer", "smtp-pw"), None)
 
 
 async def test_send_files_a_copy_in_the_sent_folder(mail_servers: MailServers, smtp_recorder: SmtpRecorder) -> None:

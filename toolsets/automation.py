@@ -15,6 +15,7 @@ from pydantic import BaseModel, create_model, model_validator
 
 from store.records import AutomationRecord, AutomationRun, Origin, parse_iso
 from toolsets.base import ExecutionPolicy, Risk, Tool, ToolContext, ToolError, Toolset
+from toolsets.limits import Name
 from toolsets.schedule import (
     LEGACY_FIELDS, ActionModel, ActionSpec, AutomationError, ScheduleModel, ScheduleSpec, legacy_error,
     parse_schedule,
@@ -101,7 +102,7 @@ async def automation_list(ctx: ToolContext) -> list[dict[str, Any]]:
 
 @_rejects_legacy
 @TOOLSET.tool(risk=Risk.RUNTIME_LOW, execution=ExecutionPolicy.AUDIT, steering=True)
-async def automation_create(ctx: ToolContext, name: str, schedule: ScheduleSpec, action: ActionSpec) -> dict[str, Any]:
+async def automation_create(ctx: ToolContext, name: Name, schedule: ScheduleSpec, action: ActionSpec) -> dict[str, Any]:
     """Create a reminder or a scheduled automation that delivers to the current chat.
 
     Args:
@@ -115,7 +116,7 @@ async def automation_create(ctx: ToolContext, name: str, schedule: ScheduleSpec,
 
 @_rejects_legacy
 @TOOLSET.tool(risk=Risk.RUNTIME_LOW, execution=ExecutionPolicy.AUDIT, steering=True)
-async def automation_update(ctx: ToolContext, id: str, name: str | None = None, schedule: ScheduleSpec | None = None,
+async def automation_update(ctx: ToolContext, id: str, name: Name | None = None, schedule: ScheduleSpec | None = None,
                             action: ActionSpec | None = None, enabled: bool | None = None) -> dict[str, Any]:
     """Change an automation; only the fields given change. A new schedule plans the next run from now.
 

@@ -28,6 +28,7 @@ from pydantic_core import CoreSchema, core_schema
 from connectors import ical
 from connectors.calendar import CalendarClient, CalendarConflict, CalendarError, Event, EventFields, EventTime
 from toolsets.base import ApprovalPolicy, ExecutionPolicy, Preview, Risk, ToolContext, ToolError, Toolset
+from toolsets.limits import Title
 
 TOOLSET = Toolset(
     "calendar",
@@ -270,15 +271,18 @@ async def calendar_list(ctx: ToolContext, start: When, end: When, calendar: str 
     if hi - lo > MAX_RANGE:
         raise ToolError("list at most one year at a time")
     with _errors():
-        events = await _client(ctx).events(lo, hi, calendar)
+        listing = await _client(ctx).events(lo, hi, calendar)
     lo, hi = lo.astimezone(ctx.tz), hi.astimezone(ctx.tz)
     span = f"from {_day(lo)} {lo:%H:%M} to {_day(hi)} {hi:%H:%M} ({ctx.tz.key})"
+    events = listing.events
+    # Titles, places and descriptions are written by whoever sent the invitation: outside content. So
+    # are the notes on cut series, which name the event.
+    body = "\n".join([*(_line(e, ctx.tz) for e in events), *(f"Note: {n}." for n in listing.notes)])
     if not events:
-        return f"No events {span}."
+        head = f"No events {span}."
+        return head + "\n" + ctx.external(f"calendar events {span}", body) if body else head
     count = f"{len(events)} event{'' if len(events) == 1 else 's'}"
-    # Titles, places and descriptions are written by whoever sent the invitation: outside content.
-    listing = "\n".join(_line(e, ctx.tz) for e in events)
-    return f"{count} {span}:\n" + ctx.external(f"calendar events {span}", listing)
+    return f"{count} {span}:\n" + ctx.external(f"calendar events {span}", body)
 
 
 @TOOLSET.tool()
@@ -295,7 +299,7 @@ async def calendar_get(ctx: ToolContext, event_id: str, calendar: str | None = N
 
 
 @TOOLSET.tool()
-async def calendar_draft(ctx: ToolContext, event_id: str | None = None, title: str | None = None,
+async def calendar_draft(ctx: ToolContext, event_id: str | None = None, title: Title | None = None,
                          start: When | None = None, end: When | None = None, location: str | None = None,
                          description: str | None = None, attendees: list[str] | None = None,
                          repeat: str | None = None, calendar: str | None = None) -> str:
@@ -326,7 +330,7 @@ async def calendar_draft(ctx: ToolContext, event_id: str | None = None, title: s
 
 
 @TOOLSET.tool(**_MUTATION)
-async def calendar_create(ctx: ToolContext, title: str, start: When, end: When | None = None,
+async def calendar_create(ctx: ToolContext, title: Title, start: When, end: When | None = None,
                           location: str | None = None, description: str | None = None,
                           attendees: list[str] | None = None, repeat: str | None = None,
                           calendar: str | None = None) -> str:
@@ -349,7 +353,7 @@ async def calendar_create(ctx: ToolContext, title: str, start: When, end: When |
 
 
 @TOOLSET.tool(**_MUTATION)
-async def calendar_update(ctx: ToolContext, event_id: str, version: str, title: str | None = None,
+async def calendar_update(ctx: ToolContext, event_id: str, version: str, title: Title | None = None,
                           start: When | None = None, end: When | None = None, location: str | None = None,
                           description: str | None = None, attendees: list[str] | None = None,
                           repeat: str | None = None, calendar: str | None = None) -> str:

@@ -8,6 +8,7 @@ from typing import Any, Literal
 from store.records import TaskRecord
 from store.tasks import Tasks
 from toolsets.base import ExecutionPolicy, Risk, ToolContext, ToolError, Toolset
+from toolsets.limits import Notes, Title
 
 TOOLSET = Toolset(
     "tasks",
@@ -36,7 +37,7 @@ async def _update(ctx: ToolContext, task_id: int, changes: dict[str, Any]) -> di
 
 
 @TOOLSET.tool(risk=Risk.RUNTIME_LOW, execution=ExecutionPolicy.AUDIT)
-async def task_create(ctx: ToolContext, title: str, notes: str = "", due: date | None = None) -> dict[str, Any]:
+async def task_create(ctx: ToolContext, title: Title, notes: Notes = "", due: date | None = None) -> dict[str, Any]:
     """Add a task to the user's list.
 
     Args:
@@ -65,8 +66,8 @@ async def task_list(ctx: ToolContext, status: Literal["open", "done", "all"] = "
 async def task_update(
     ctx: ToolContext,
     task_id: int,
-    title: str | None = None,
-    notes: str | None = None,
+    title: Title | None = None,
+    notes: Notes | None = None,
     due: date | None = None,
     clear_due: bool = False,
     status: Literal["open", "done"] | None = None,

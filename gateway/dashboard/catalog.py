@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 from pydantic import BaseModel
 
@@ -71,16 +71,17 @@ def _why_not(ts: Toolset, enabled: Collection[str], services: Collection[str]) -
 
 
 def catalog(known: Sequence[Toolset], enabled: Sequence[Toolset], services: Collection[str],
-            governance: GovernanceConfig) -> list[ToolsetRow]:
+            governance: GovernanceConfig, guest_may_use: Callable[[str], bool]) -> list[ToolsetRow]:
     """Every known toolset (registry order, then any built at run time such as MCP servers'), whether
-    the model can have it in this runtime and why not, and each tool's declared and effective policy."""
+    the model can have it in this runtime and why not, whether guests get it (`[access] guest_toolsets`
+    or the toolset's own `guests`), and each tool's declared and effective policy."""
     names = {ts.name for ts in enabled}
     ordered = [*known, *(ts for ts in enabled if ts.name not in {k.name for k in known})]
     rows = []
     for ts in ordered:
         why = _why_not(ts, names, services)
         rows.append(ToolsetRow(name=ts.name, description=ts.description, available=not why, why_not=why,
-                               guests=ts.guests, schema_bytes=schema_bytes(ts.tools),
+                               guests=guest_may_use(ts.name), schema_bytes=schema_bytes(ts.tools),
                                tools=[_tool_row(t, governance) for t in ts.tools]))
     return rows
 

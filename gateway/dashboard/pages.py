@@ -27,7 +27,7 @@ SEARCH_LIMIT = 50
 
 async def tools(request: web.Request) -> web.Response:
     gw = gateway_of(request)
-    rows = catalog(TOOLSETS, gw.toolsets, set(gw.services), gw.config.tool_governance)
+    rows = catalog(TOOLSETS, gw.toolsets, set(gw.services), gw.config.tool_governance, gw.access.guest_may_use)
     return render(request, "tools.html", toolsets=rows)
 
 

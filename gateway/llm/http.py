@@ -17,6 +17,7 @@ from typing import Any, Self
 
 import httpx
 
+from gateway.limits import escape_surrogates, replace_surrogates
 from gateway.llm.retry import RetryPolicy, TransientError, parse_retry_after, with_retries
 from gateway.llm.types import ChatMessage, ModelReply, ModelUnavailable, ToolSchema
 
@@ -92,6 +93,7 @@ class HttpModelClient(abc.ABC):
                     f"the model at {self._where} sent a response this client cannot read "
                     f"({type(exc).__name__}: {self._redact(str(exc))[:_MAX_SERVER_MESSAGE]})"
                 ) from None
+            reply = _valid_unicode(reply)
             log.debug("model_reply url=%s model=%s tool_calls=%d in=%d out=%d", self._where, reply.model,
                       len(reply.tool_calls), reply.usage.input_tokens, reply.usage.output_tokens)
             return reply
@@ -198,3 +200,11 @@ def _display_url(base_url: str) -> str:
     except httpx.InvalidURL:
         return "(invalid base_url)"
     return str(url.copy_with(query=None, fragment=None, username=None, password=None))
+
+
+def _valid_unicode(reply: ModelReply) -> ModelReply:
+    """A JSON ``\\udXXX`` escape decodes to a lone surrogate, which SQLite (UTF-8 only) cannot store:
+    the text gets U+FFFD, the arguments keep it as an escape so the tool call reports it to the model."""
+    calls = [c.model_copy(update={"id": replace_surrogates(c.id), "name": replace_surrogates(c.name),
+                                  "arguments": escape_surrogates(c.arguments)}) for c in reply.tool_calls]
+    return reply.model_copy(update={"text": replace_surrogates(reply.text), "tool_calls": calls})

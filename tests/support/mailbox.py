@@ -56,6 +56,7 @@ HTML_ONLY = (
     "<script>alert('no')</script></head><body>"
     "<h1>Spring edition</h1><p>Fish &amp; chips are back&nbsp;on the menu.</p>"
     "<ul><li>Tuesday: tacos</li><li>Thursday: curry</li></ul>"
+    "<table><tr><th>Day</th><th>Dish</th></tr><tr><td>Monday</td><td>Lentil soup</td></tr></table>"
     "<p>Read <a href=\"https://news.example.com/spring\">the full story</a>.<br>Thanks!</p>"
     "</body></html>"
 )

@@ -1,7 +1,8 @@
 """The Telegram surface: python-telegram-bot's Application running inside Anyy's event loop.
 
-Updates arrive by long polling (default) or webhook through PTB's Updater and are dispatched by PTB
-handlers: messages become `Inbound`s for `GatewayPort.receive`, button presses go to `GatewayPort.press`.
+Updates arrive by long polling (default) through PTB's Updater, or by webhook through our own receiver
+(`webhook`: it checks the secret before reading a body, which PTB's server does not), and are dispatched
+by PTB handlers: messages become `Inbound`s for `GatewayPort.receive`, button presses go to `GatewayPort.press`.
 The Updater acknowledges an update only after its handler returned (see `handoff`), and the dedupe key
 "telegram:update:<update_id>" makes a redelivered update a no-op, so neither a crash nor a restart
 loses or repeats a message. Pending updates are never dropped at start-up.
@@ -20,7 +21,7 @@ from urllib.parse import urlparse
 
 from telegram import Bot, BotCommand, CallbackQuery, Message, Update
 from telegram.constants import ChatAction, ChatType
-from telegram.error import BadRequest, Forbidden, InvalidToken, RetryAfter, TelegramError
+from telegram.error import BadRequest, Forbidden, InvalidToken, NetworkError, RetryAfter, TelegramError
 from telegram.ext import Application, CallbackQueryHandler, ContextTypes, MessageHandler, filters
 
 from gateway.config import TelegramConfig, secret
@@ -29,6 +30,7 @@ from gateway.surfaces.telegram.delivery import Sender, retry_after_s, target
 from gateway.surfaces.telegram.handoff import HandoffQueue
 from gateway.surfaces.telegram.inbound import SURFACE, addressed_text, download_attachments, thread_of, to_inbound
 from gateway.surfaces.telegram.keyboard import decode
+from gateway.surfaces.telegram.webhook import WebhookReceiver
 from store.records import Origin, OutboxItem
 
 log = logging.getLogger(__name__)
@@ -45,6 +47,7 @@ COMMANDS = [
     ("approvals", "Actions waiting for approval"),
 ]
 _SECRET_TOKEN = re.compile(r"[A-Za-z0-9_-]{1,256}")
+_BOOTSTRAP_ATTEMPTS = 3  # setWebhook at start-up
 _ANSWER_LIMIT = 200  # characters Telegram shows in a callback answer
 _MESSAGES = filters.UpdateType.MESSAGE & (
     filters.TEXT | filters.CAPTION | filters.PHOTO | filters.Document.ALL | filters.VOICE | filters.AUDIO)
@@ -66,6 +69,7 @@ class TelegramSurface(Surface):
         self._queue: HandoffQueue | None = None
         self._sender: Sender | None = None
         self._gateway: GatewayPort | None = None
+        self._webhook: WebhookReceiver | None = None
 
     # -- lifecycle ----------------------------------------------------------------------------------
 
@@ -100,10 +104,10 @@ class TelegramSurface(Surface):
                 timeout=dtm.timedelta(seconds=self.cfg.poll_timeout_s), bootstrap_retries=3,
                 allowed_updates=ALLOWED_UPDATES, drop_pending_updates=False, error_callback=self._on_poll_error)
         else:
-            await app.updater.start_webhook(
-                listen=self.cfg.listen, port=self.cfg.port, url_path=urlparse(self.cfg.webhook_url).path,
-                webhook_url=self.cfg.webhook_url, secret_token=webhook_secret, bootstrap_retries=3,
-                allowed_updates=ALLOWED_UPDATES, drop_pending_updates=False)
+            self._webhook = WebhookReceiver(app.bot, self._queue, webhook_secret, listen=self.cfg.listen,
+                                            port=self.cfg.port, path=urlparse(self.cfg.webhook_url).path)
+            await self._webhook.start()  # listening before Telegram is told where to push
+            await self._set_webhook(app.bot, webhook_secret)
         log.info("telegram_started mode=%s bot=%s", self.cfg.mode, app.bot.username)
 
     def _webhook_secret(self) -> str:
@@ -114,6 +118,17 @@ class TelegramSurface(Surface):
             raise RuntimeError(f"telegram: webhook mode needs a secret token in {self.cfg.secret_token_env} "
                                "(1-256 characters: letters, digits, _ and -)")
         return value
+
+    async def _set_webhook(self, bot: Bot, webhook_secret: str) -> None:
+        for attempt in range(1, _BOOTSTRAP_ATTEMPTS + 1):
+            try:
+                await bot.set_webhook(self.cfg.webhook_url, secret_token=webhook_secret,
+                                      allowed_updates=ALLOWED_UPDATES, drop_pending_updates=False)
+                return
+            except NetworkError as exc:  # a transient failure at start-up: try again shortly
+                if attempt == _BOOTSTRAP_ATTEMPTS:
+                    raise RuntimeError(f"telegram: cannot set the webhook: {exc}") from None
+                await asyncio.sleep(attempt)
 
     async def _set_commands(self) -> None:
         assert self._app is not None
@@ -128,6 +143,9 @@ class TelegramSurface(Surface):
         app, self._app, self._sender = self._app, None, None
         if app is None:
             return
+        if self._webhook is not None:  # first, so updates being handled still reach the Application
+            await self._webhook.stop()
+            self._webhook = None
         if app.updater is not None and app.updater.running:
             await app.updater.stop()
         if app.running:
@@ -138,7 +156,10 @@ class TelegramSurface(Surface):
     def status(self) -> str:
         """"up" while polling or the webhook server runs, else "down"."""
         app = self._app
-        return "up" if app is not None and app.updater is not None and app.updater.running else "down"
+        if app is None:
+            return "down"
+        polling = app.updater is not None and app.updater.running
+        return "up" if polling or (self._webhook is not None and self._webhook.running) else "down"
 
     # -- receiving ----------------------------------------------------------------------------------
 
