@@ -49,14 +49,6 @@ def _reset_side_effects() -> Iterator[None]:
 
 
 @pytest.fixture
-def email_section(mail_servers: MailServers, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    monkeypatch.setenv("ANYY_TEST_MAIL_PASSWORD", PASSWORD)
-    return {"imap_host": "127.0.0.1", "imap_port": mail_servers.imap_port, "imap_security": "none",
-            "smtp_host": "127.0.0.1", "smtp_port": mail_servers.smtp_port, "smtp_security": "none",
-            "username": USER, "password_env": "ANYY_TEST_MAIL_PASSWORD", "from_address": USER, "timeout_s": 5}
-
-
-@pytest.fixture
 def injected_uid(mail_servers: MailServers) -> Iterator[int]:
     """A malicious email in the shared INBOX for one test (removed afterwards, so counts elsewhere hold)."""
     with imaplib.IMAP4("127.0.0.1", mail_servers.imap_port, timeout=10) as client:

@@ -4,9 +4,8 @@ never fetched for a stranger, a group clarify tap refused, approval previews arr
 
 from __future__ import annotations
 
-import contextlib
 import html
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,18 +13,13 @@ import pytest
 import pytest_asyncio
 
 from gateway.app import Gateway
-from gateway.config import Config
-from gateway.surfaces.slack import SlackSurface
-from gateway.surfaces.telegram import TelegramSurface
 from store.artifacts import Artifacts
 from tests.fixtures.model import FakeModel, reply, tool_call
 from tests.fixtures.slack import ApiCall, FakeSlack
 from tests.support import side_effects
-from tests.support.side_effects import TESTING
 from gateway.surfaces.slack.events import to_press
-from tests.support.slack_events import APP_TOKEN, BOT_TOKEN, OWNER, STRANGER, dm, event_body, press_body
+from tests.support.slack_events import OWNER, STRANGER, dm, event_body, press_body
 from tests.support.telegram_api import GROUP_ID, OWNER_ID, FakeBot
-from toolsets.registry import TOOLSETS
 
 STRANGER_ID = 2002
 FLATMATE_ID = 3003  # a second owner in the group: allowed, but not the one who was asked
@@ -39,40 +33,10 @@ def _reset_side_effects() -> Iterator[None]:
     side_effects.reset()
 
 
-@pytest.fixture
-def telegram_gateway(tg: FakeBot, make_config: Callable[..., Config], tmp_path: Path,
-                     monkeypatch: pytest.MonkeyPatch) -> Callable[[], contextlib.AbstractAsyncContextManager[Gateway]]:
-    monkeypatch.setenv("ANYY_TOOL_RESULTS_DIR", str(tmp_path / "results"))
-
-    @contextlib.asynccontextmanager
-    async def start() -> AsyncIterator[Gateway]:
-        config = make_config(telegram={"base_url": tg.base_url, "base_file_url": tg.base_file_url,
-                                       "poll_timeout_s": 10, "allowed_users": [OWNER_ID, FLATMATE_ID]})
-        assert config.telegram is not None
-        gw = Gateway(config, surfaces=[TelegramSurface(config.telegram, tg.token, tmp_path)],
-                     toolsets=[*TOOLSETS, TESTING])
-        await gw.start()
-        try:
-            assert gw.started == {"telegram": "up"}
-            yield gw
-        finally:
-            await gw.stop()
-
-    return start
-
-
 @pytest_asyncio.fixture(loop_scope="function")
-async def slack_gateway(slack_fake: FakeSlack, make_config: Callable[..., Config], tmp_path: Path,
-                        monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Gateway]:
-    monkeypatch.setenv("ANYY_TOOL_RESULTS_DIR", str(tmp_path / "results"))
-    config = make_config(slack={"base_url": slack_fake.base_url, "allowed_users": [OWNER], "socket_stale_s": 30})
-    assert config.slack is not None
-    gw = Gateway(config, surfaces=[SlackSurface(config.slack, BOT_TOKEN, APP_TOKEN, None, tmp_path)],
-                 toolsets=[*TOOLSETS, TESTING])
-    await gw.start()
-    assert gw.started == {"slack": "up"}
-    yield gw
-    await gw.stop()
+async def slack_owner_gateway(slack_gateway: Any) -> AsyncIterator[Gateway]:
+    async with slack_gateway() as gw:
+        yield gw
 
 
 def is_post(call: ApiCall) -> bool:
@@ -84,7 +48,7 @@ def is_post(call: ApiCall) -> bool:
 
 async def test_telegram_never_fetches_a_strangers_attachments(tg: FakeBot, telegram_gateway: Any, model: FakeModel,
                                                              tmp_path: Path) -> None:
-    async with telegram_gateway() as gw:
+    async with telegram_gateway(telegram={"allowed_users": [OWNER_ID, FLATMATE_ID]}) as gw:
         for n in range(3):
             tg.message(None, user_id=STRANGER_ID, user_name="stranger",
                        document=tg.add_file(b"x" * 1024 * 1024, file_name=f"junk-{n}.bin"))
@@ -105,14 +69,14 @@ async def test_telegram_never_fetches_a_strangers_attachments(tg: FakeBot, teleg
         assert saved.name.endswith("mine.pdf") and Path(saved.path).read_bytes() == b"%PDF"
 
 
-async def test_slack_never_fetches_a_strangers_files(slack_gateway: Gateway, slack_fake: FakeSlack,
+async def test_slack_never_fetches_a_strangers_files(slack_owner_gateway: Gateway, slack_fake: FakeSlack,
                                                      model: FakeModel) -> None:
     junk = slack_fake.add_file("junk.bin", b"x" * 1024 * 1024)
     event = dm("hi", user=STRANGER, subtype="file_share", files=[junk])
     envelope = await slack_fake.send_envelope("events_api", event_body(event))
     await slack_fake.acks.wait(lambda a: a.envelope_id == envelope)
     answer = (await slack_fake.calls.wait(is_post))[0].args
-    await slack_gateway.idle()
+    await slack_owner_gateway.idle()
     assert "pairing code" in answer["text"] and model.requests == []
     assert slack_fake.calls.items(lambda c: c.method == "files.download") == []
     mine = slack_fake.add_file("mine.txt", b"mine")
@@ -128,7 +92,7 @@ async def test_slack_never_fetches_a_strangers_files(slack_gateway: Gateway, sla
 async def test_a_group_clarify_tap_by_another_member_changes_nothing(tg: FakeBot, telegram_gateway: Any,
                                                                      model: FakeModel) -> None:
     model.script(tool_call("clarify", {"question": "Which flat meeting day?", "options": ["Monday", "Friday"]}))
-    async with telegram_gateway() as gw:
+    async with telegram_gateway(telegram={"allowed_users": [OWNER_ID, FLATMATE_ID]}) as gw:
         tg.message(f"@{tg.username} help me choose a day, ask me", chat_type="supergroup")
         [question] = await tg.wait_calls("sendMessage", where=lambda c: "reply_markup" in c.params)
         await gw.idle()
@@ -171,7 +135,7 @@ def test_a_slack_press_says_whether_it_came_from_a_channel() -> None:
 async def test_a_telegram_approval_prompt_shows_links_and_fences_verbatim(tg: FakeBot, telegram_gateway: Any,
                                                                           model: FakeModel) -> None:
     model.script(tool_call("side_effect", {"note": TRICKY}), reply("Asked."))
-    async with telegram_gateway() as gw:
+    async with telegram_gateway(telegram={"allowed_users": [OWNER_ID, FLATMATE_ID]}) as gw:
         tg.message("please do the side effect")
         [prompt] = await tg.wait_calls("sendMessage", where=lambda c: "reply_markup" in c.params)
         await gw.idle()
@@ -184,13 +148,13 @@ async def test_a_telegram_approval_prompt_shows_links_and_fences_verbatim(tg: Fa
         assert f"Record the note: {TRICKY}\n\nExpires" in shown  # what the phone shows, character for character
 
 
-async def test_a_slack_approval_prompt_shows_links_and_fences_verbatim(slack_gateway: Gateway, slack_fake: FakeSlack,
+async def test_a_slack_approval_prompt_shows_links_and_fences_verbatim(slack_owner_gateway: Gateway, slack_fake: FakeSlack,
                                                                        model: FakeModel) -> None:
     model.script(tool_call("side_effect", {"note": TRICKY}), reply("Asked."))
     await slack_fake.send_envelope("events_api", event_body(dm("please do the side effect")))
     [prompt] = await slack_fake.calls.wait(lambda c: is_post(c) and "blocks" in c.args and
                                            len(c.args["blocks"]) > 1)
-    await slack_gateway.idle()
+    await slack_owner_gateway.idle()
     section = prompt.args["blocks"][0]["text"]
     assert section["type"] == "plain_text" and f"Record the note: {TRICKY}\n\nExpires" in section["text"]
     fallback = prompt.args["text"]

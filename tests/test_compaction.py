@@ -5,7 +5,6 @@ from store.records import MessageRecord, Origin
 from tests.fixtures.model import reply, status, tool_call
 from tests.support.model_wire import last_user_text
 from tests.support.telegram_api import OWNER_ID
-from tests.test_telegram_gateway import telegram_gateway  # noqa: F401  (the fixture)
 
 SUMMARISER = "You maintain the memory"
 

@@ -20,7 +20,7 @@ from gateway.config import DashboardConfig
 from store.approvals import Approvals
 from tests.fixtures.dashboard import free_port
 from tests.support.cli import anyy, write_config
-from tests.test_email_e2e import email_config, held  # noqa: F401 (email_config is a fixture)
+from tests.test_email_e2e import held
 
 OTHER_PAGES = ["toolsets", "automations", "sessions", "audit", "health"]
 DESKTOP, PHONE = (1280, 1000), (390, 844)

@@ -16,28 +16,13 @@ import pytest
 from gateway import checkpoints
 from store.approvals import Approvals
 from store.drafts import Drafts
-from tests.fixtures.mail import PASSWORD, USER, MailServers, SmtpRecorder
+from tests.fixtures.mail import USER, MailServers, SmtpRecorder
 from tests.fixtures.model import reply, tool_call
 
 OWNER = "console:owner"
 BODY = "Hi Anna,\n\nthe numbers for Q1 are attached in spirit.\nSee you Monday.\n\nOwner"
 MESSAGE = {"to": ["Anna Berg <anna@example.net>"], "cc": ["carol@example.com"], "bcc": ["audit@example.org"],
            "subject": "Q1 numbers", "body": BODY}
-
-
-@pytest.fixture
-def email_config(make_config, mail_servers: MailServers, monkeypatch: pytest.MonkeyPatch):
-    """Build a config whose [email] section points at the test servers (fields overridable)."""
-    monkeypatch.setenv("ANYY_TEST_MAIL_PASSWORD", PASSWORD)
-
-    def build(**overrides: Any):
-        section = {"imap_host": "127.0.0.1", "imap_port": mail_servers.imap_port, "imap_security": "none",
-                   "smtp_host": "127.0.0.1", "smtp_port": mail_servers.smtp_port, "smtp_security": "none",
-                   "username": USER, "password_env": "ANYY_TEST_MAIL_PASSWORD", "from_address": USER,
-                   "from_name": "Owner Example", "timeout_s": 5, **overrides}
-        return make_config(email=section)
-
-    return build
 
 
 @pytest.fixture

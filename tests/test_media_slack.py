@@ -5,37 +5,25 @@ a file upload (files_upload_v2) in the conversation's thread."""
 from __future__ import annotations
 
 import io
-from collections.abc import AsyncIterator, Callable
-from pathlib import Path
+from collections.abc import AsyncIterator
 from typing import Any
 
-import pytest
 import pytest_asyncio
 from PIL import Image
 
 from gateway.app import Gateway
-from gateway.config import Config
-from gateway.surfaces.slack import SlackSurface
 from tests.fixtures.model import FakeModel, last_user_text, reply, tool_call
 from tests.fixtures.slack import ApiCall, FakeSlack
 from tests.fixtures.speech import FakeSpeech
 from tests.support.audio import is_ogg_opus, voice_note
-from tests.support.slack_events import APP_TOKEN, BOT_TOKEN, OWNER, dm, event_body
+from tests.support.slack_events import dm, event_body
 
 
 @pytest_asyncio.fixture(loop_scope="function")
-async def gateway(slack_fake: FakeSlack, speech: FakeSpeech, make_config: Callable[..., Config], tmp_path: Path,
-                  monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Gateway]:
-    monkeypatch.setenv("ANYY_TOOL_RESULTS_DIR", str(tmp_path / "results"))
-    config = make_config(slack={"base_url": slack_fake.base_url, "allowed_users": [OWNER], "socket_stale_s": 30},
-                         speech={"transcribe_url": speech.url}, tts={"engine": "espeak-ng"},
-                         model={"vision": True, "image_max_side": 640})
-    assert config.slack is not None
-    gw = Gateway(config, surfaces=[SlackSurface(config.slack, BOT_TOKEN, APP_TOKEN, None, tmp_path)])
-    await gw.start()
-    assert gw.started == {"slack": "up"}
-    yield gw
-    await gw.stop()
+async def gateway(slack_gateway: Any, speech: FakeSpeech) -> AsyncIterator[Gateway]:
+    async with slack_gateway(speech={"transcribe_url": speech.url}, tts={"engine": "espeak-ng"},
+                             model={"vision": True, "image_max_side": 640}) as gw:
+        yield gw
 
 
 def is_post(call: ApiCall) -> bool:

@@ -4,19 +4,14 @@ a vision model in both wire formats, voice notes out (sendVoice), limits, and st
 
 from __future__ import annotations
 
-import contextlib
 import io
 import signal
-from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from PIL import Image
 
-from gateway.app import Gateway
-from gateway.config import Config
-from gateway.surfaces.telegram import TelegramSurface
 from store.artifacts import Artifacts
 from store.db import Store
 from tests.fixtures.model import FakeModel, last_user_text, reply, tool_call
@@ -39,28 +34,6 @@ def jpeg(width: int, height: int) -> bytes:
     return buf.getvalue()
 
 
-@pytest.fixture
-def media_gateway(tg: FakeBot, make_config: Callable[..., Config], tmp_path: Path,
-                  monkeypatch: pytest.MonkeyPatch) -> Callable[..., contextlib.AbstractAsyncContextManager[Gateway]]:
-    """Factory: a started Gateway with only the Telegram surface; `sections` are extra config sections."""
-    monkeypatch.setenv("ANYY_TOOL_RESULTS_DIR", str(tmp_path / "results"))
-
-    @contextlib.asynccontextmanager
-    async def start(**sections: Any) -> AsyncIterator[Gateway]:
-        config = make_config(telegram={"base_url": tg.base_url, "base_file_url": tg.base_file_url,
-                                       "poll_timeout_s": 10, "allowed_users": [OWNER_ID]}, **sections)
-        assert config.telegram is not None
-        gw = Gateway(config, surfaces=[TelegramSurface(config.telegram, tg.token, tmp_path)])
-        await gw.start()
-        try:
-            assert gw.started == {"telegram": "up"}
-            yield gw
-        finally:
-            await gw.stop()
-
-    return start
-
-
 def bot_messages(tg: FakeBot, chat_id: int = OWNER_ID) -> list[dict[str, Any]]:
     with tg.lock:
         return [m for (c, _), m in sorted(tg.messages.items()) if c == chat_id and m["from"]["id"] == tg.id]
@@ -71,8 +44,8 @@ def voice(tg: FakeBot, data: bytes, **kwargs: Any) -> dict[str, Any]:
 
 
 async def test_a_voice_note_is_transcribed_and_the_reply_says_what_was_heard(
-        tg: FakeBot, model: FakeModel, speech: FakeSpeech, media_gateway: Any, ogg: bytes) -> None:
-    async with media_gateway(speech={"transcribe_url": speech.url}) as gw:
+        tg: FakeBot, model: FakeModel, speech: FakeSpeech, telegram_gateway: Any, ogg: bytes) -> None:
+    async with telegram_gateway(speech={"transcribe_url": speech.url}) as gw:
         voice(tg, ogg)
         await tg.wait_calls("sendMessage")
         await gw.idle()
@@ -89,8 +62,8 @@ async def test_a_voice_note_is_transcribed_and_the_reply_says_what_was_heard(
 
 
 async def test_without_a_transcription_server_the_user_is_told_how_to_enable_it(
-        tg: FakeBot, model: FakeModel, media_gateway: Any, ogg: bytes) -> None:
-    async with media_gateway() as gw:
+        tg: FakeBot, model: FakeModel, telegram_gateway: Any, ogg: bytes) -> None:
+    async with telegram_gateway() as gw:
         voice(tg, ogg)
         await tg.wait_calls("sendMessage")
         await gw.idle()
@@ -100,8 +73,8 @@ async def test_without_a_transcription_server_the_user_is_told_how_to_enable_it(
 
 
 async def test_a_strangers_voice_note_is_never_transcribed_or_stored(
-        tg: FakeBot, model: FakeModel, speech: FakeSpeech, media_gateway: Any, ogg: bytes) -> None:
-    async with media_gateway(speech={"transcribe_url": speech.url}) as gw:
+        tg: FakeBot, model: FakeModel, speech: FakeSpeech, telegram_gateway: Any, ogg: bytes) -> None:
+    async with telegram_gateway(speech={"transcribe_url": speech.url}) as gw:
         voice(tg, ogg, user_id=STRANGER_ID, user_name="stranger")
         [pairing] = await tg.wait_calls("sendMessage", where=lambda c: c.params["chat_id"] == STRANGER_ID)
         await gw.idle()
@@ -112,9 +85,9 @@ async def test_a_strangers_voice_note_is_never_transcribed_or_stored(
 
 # The access check before downloads is the authority branch's (Gateway.admits); until it is merged the
 # surface still fetches the file, so this test is expected to fail, strictly, and runs plainly after.
-async def test_a_strangers_voice_note_is_never_downloaded(tg: FakeBot, speech: FakeSpeech, media_gateway: Any,
+async def test_a_strangers_voice_note_is_never_downloaded(tg: FakeBot, speech: FakeSpeech, telegram_gateway: Any,
                                                           tmp_path: Path, ogg: bytes) -> None:
-    async with media_gateway(speech={"transcribe_url": speech.url}) as gw:
+    async with telegram_gateway(speech={"transcribe_url": speech.url}) as gw:
         voice(tg, ogg, user_id=STRANGER_ID, user_name="stranger")
         await tg.wait_calls("sendMessage", where=lambda c: c.params["chat_id"] == STRANGER_ID)
         await gw.idle()
@@ -124,9 +97,9 @@ async def test_a_strangers_voice_note_is_never_downloaded(tg: FakeBot, speech: F
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
 async def test_a_photo_reaches_a_vision_model_as_an_image_part_downscaled(
-        provider: str, tg: FakeBot, model: FakeModel, media_gateway: Any) -> None:
+        provider: str, tg: FakeBot, model: FakeModel, telegram_gateway: Any) -> None:
     url = model.url_openai if provider == "openai" else model.url_anthropic
-    async with media_gateway(model={"provider": provider, "base_url": url, "vision": True,
+    async with telegram_gateway(model={"provider": provider, "base_url": url, "vision": True,
                                     "image_max_side": 1024}) as gw:
         tg.photo(jpeg(3000, 2000), caption="what does the receipt say?")
         await tg.wait_calls("sendMessage")
@@ -140,8 +113,8 @@ async def test_a_photo_reaches_a_vision_model_as_an_image_part_downscaled(
 
 
 async def test_without_vision_the_model_gets_a_description_of_the_photo(
-        tg: FakeBot, model: FakeModel, media_gateway: Any) -> None:
-    async with media_gateway() as gw:
+        tg: FakeBot, model: FakeModel, telegram_gateway: Any) -> None:
+    async with telegram_gateway() as gw:
         tg.photo(jpeg(1200, 800))
         await tg.wait_calls("sendMessage")
         await gw.idle()
@@ -151,9 +124,9 @@ async def test_without_vision_the_model_gets_a_description_of_the_photo(
     assert "(image/jpeg," in text and "1200x800 pixels" in text and "cannot see" in text
 
 
-async def test_text_to_speech_goes_out_as_a_voice_note(tg: FakeBot, model: FakeModel, media_gateway: Any) -> None:
+async def test_text_to_speech_goes_out_as_a_voice_note(tg: FakeBot, model: FakeModel, telegram_gateway: Any) -> None:
     model.script(tool_call("text_to_speech", {"text": "Your train leaves at nine."}), reply("Sent you a voice note."))
-    async with media_gateway(tts={"engine": "espeak-ng"}) as gw:
+    async with telegram_gateway(tts={"engine": "espeak-ng"}) as gw:
         tg.message("read it out loud please, I'm driving")
         [sent] = await tg.wait_calls("sendVoice")
         await tg.wait_calls("sendMessage")
@@ -165,8 +138,8 @@ async def test_text_to_speech_goes_out_as_a_voice_note(tg: FakeBot, model: FakeM
 
 
 async def test_an_oversized_attachment_gets_a_clear_reply_and_nothing_is_stored(
-        tg: FakeBot, model: FakeModel, media_gateway: Any, tmp_path: Path) -> None:
-    async with media_gateway(artifacts={"max_file_mb": 0.01}) as gw:
+        tg: FakeBot, model: FakeModel, telegram_gateway: Any, tmp_path: Path) -> None:
+    async with telegram_gateway(artifacts={"max_file_mb": 0.01}) as gw:
         tg.message(None, document=tg.add_file(b"%PDF" + b"x" * 20_000, file_name="scan.pdf", mime_type="application/pdf"))
         await tg.wait_calls("sendMessage")
         await gw.idle()
@@ -211,8 +184,8 @@ transcribe_url = "{speech.url}"
 
 
 async def test_artifact_inspect_shows_an_earlier_photo_again_after_the_tool_result(
-        tg: FakeBot, model: FakeModel, media_gateway: Any) -> None:
-    async with media_gateway(model={"vision": True, "image_max_side": 512}) as gw:
+        tg: FakeBot, model: FakeModel, telegram_gateway: Any) -> None:
+    async with telegram_gateway(model={"vision": True, "image_max_side": 512}) as gw:
         tg.photo(jpeg(2000, 1000), caption="keep this")
         await tg.wait_calls("sendMessage")
         await gw.idle()

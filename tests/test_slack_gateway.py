@@ -3,7 +3,7 @@ against the fake Slack and the fake model; and `anyy run` as a subprocess config
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -11,15 +11,12 @@ import pytest
 import pytest_asyncio
 
 from gateway.app import Gateway
-from gateway.config import Config
-from gateway.surfaces.slack import SlackSurface
 from tests.fixtures.model import FakeModel, reply, tool_call
 from tests.fixtures.slack import ApiCall, FakeSlack
 from tests.support import side_effects
 from tests.support.resident import resident, run_config
-from tests.support.side_effects import EXECUTED, TESTING
+from tests.support.side_effects import EXECUTED
 from tests.support.slack_events import APP_TOKEN, BOT_TOKEN, OWNER, STRANGER, dm, event_body, press_body
-from toolsets.registry import TOOLSETS
 
 
 @pytest.fixture(autouse=True)
@@ -28,17 +25,9 @@ def _reset_side_effects() -> None:
 
 
 @pytest_asyncio.fixture(loop_scope="function")
-async def gateway(slack_fake: FakeSlack, make_config: Callable[..., Config], tmp_path: Path,
-                  monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Gateway]:
-    monkeypatch.setenv("ANYY_TOOL_RESULTS_DIR", str(tmp_path / "results"))
-    config = make_config(slack={"base_url": slack_fake.base_url, "allowed_users": [OWNER], "socket_stale_s": 30})
-    assert config.slack is not None
-    surface = SlackSurface(config.slack, BOT_TOKEN, APP_TOKEN, None, tmp_path)
-    gw = Gateway(config, surfaces=[surface], toolsets=[*TOOLSETS, TESTING])
-    await gw.start()
-    assert gw.started == {"slack": "up"}
-    yield gw
-    await gw.stop()
+async def gateway(slack_gateway: Any) -> AsyncIterator[Gateway]:
+    async with slack_gateway() as gw:
+        yield gw
 
 
 def is_post(call: ApiCall) -> bool:

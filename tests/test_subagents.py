@@ -4,6 +4,7 @@ import asyncio
 import os
 import signal
 import sys
+from collections import deque
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,20 @@ from tests.support.side_effects import EXECUTED, TESTING
 from toolsets.registry import TOOLSETS
 
 TASK = "CHILD-TASK: find three flights"
+
+
+def routed(parent: list, child) -> object:
+    """A responder: the helper's requests get `child`, the parent's the `parent` steps in order. (A
+    script is consumed by whichever request comes first, and a background child races its parent.)"""
+    steps = deque(parent)
+
+    def respond(body):
+        first_user = next((m for m in body["messages"] if m["role"] == "user"), {})
+        if str(first_user.get("content", "")).startswith("CHILD-TASK"):
+            return child
+        return steps.popleft() if steps else reply("ok")
+
+    return respond
 
 
 @pytest.fixture(autouse=True)
@@ -65,8 +80,8 @@ async def test_a_child_cannot_get_a_toolset_its_user_lacks(harness, model):
 
 
 async def test_background_job_returns_at_once_and_reports_later(harness, model):
-    model.script(tool_call("background_job", {"task": TASK, "toolsets": ["sessions"]}), reply("Started it."),
-                 reply("CHILD-SUMMARY: done researching"))
+    model.responder = routed([tool_call("background_job", {"task": TASK, "toolsets": ["sessions"]}),
+                              reply("Started it.")], reply("CHILD-SUMMARY: done researching"))
     out = await harness.say("research flights in the background")
     assert "Started it." in out  # the parent's turn ended before the child's answer arrived
     seen = await harness.wait_for("Background job")
@@ -80,11 +95,11 @@ async def test_background_job_returns_at_once_and_reports_later(harness, model):
 
 
 async def test_cancel_stops_a_running_job(harness, model):
-    model.script(tool_call("background_job", {"task": TASK}), reply("Started."), hang(30))
+    model.responder = routed([tool_call("background_job", {"task": TASK}), reply("Started.")], hang(30))
     await harness.say("start the research in the background")
     await model.wait_for_requests(3)  # the child is waiting on the model
     job = (await SubagentJobs(harness.gw.store).for_parent("console:local"))[0]
-    model.script(tool_call("subagent_cancel", {"id": job.id}), reply("Cancelled it."))
+    model.responder = routed([tool_call("subagent_cancel", {"id": job.id}), reply("Cancelled it.")], hang(30))
     out = await harness.say("cancel that job")
     assert "Cancelled it." in out
     await harness.gw.idle()
@@ -114,10 +129,10 @@ async def test_depth_and_concurrency_limits(start_console, make_config, model):
     result = [m for m in model.requests[-1].messages if m["role"] == "tool"][0]["content"]
     assert "cannot use subagents" in result
     model.reset()
-    model.script(tool_call("background_job", {"task": TASK}), reply("Started."), hang(30))
+    model.responder = routed([tool_call("background_job", {"task": TASK}), reply("Started.")], hang(30))
     await h.say("start one in the background")
-    await model.wait_for_requests(2)
-    model.script(tool_call("background_job", {"task": TASK}), reply("No room."))
+    await model.wait_for_requests(3)
+    model.responder = routed([tool_call("background_job", {"task": TASK}), reply("No room.")], hang(30))
     await h.say("and another in the background")
     result = [m for m in model.requests[-1].messages if m["role"] == "tool"][-1]["content"]
     assert "already running" in result
@@ -134,7 +149,7 @@ async def test_kill_9_during_a_background_job_is_reported_after_restart(tmp_path
             sys.executable, "-m", "gateway.cli", "chat", "--config", str(config), env=env,
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
 
-    model.script(tool_call("background_job", {"task": TASK}), reply("Started."), hang(60))
+    model.responder = routed([tool_call("background_job", {"task": TASK}), reply("Started.")], hang(60))
     first = await chat()
     first.stdin.write(b"research in the background\n")
     await first.stdin.drain()

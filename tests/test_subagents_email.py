@@ -5,12 +5,11 @@ import re
 from store.subagents import SubagentJobs
 from tests.fixtures.mail import SmtpRecorder
 from tests.fixtures.model import reply, tool_call
-from tests.test_email_e2e import email_config  # noqa: F401  (the fixture)
 
 TASK = "CHILD-TASK: tell Anna the numbers are ready"
 
 
-async def test_a_child_calling_email_send_is_held_for_the_owner(start_console, email_config, model,  # noqa: F811
+async def test_a_child_calling_email_send_is_held_for_the_owner(start_console, email_config, model,
                                                                   smtp_recorder: SmtpRecorder):
     harness = await start_console(email_config())
     steps = iter([reply("CHILD-SUMMARY: waiting for approval"), reply("The helper asked to send it.")])

@@ -4,23 +4,17 @@ as a subprocess configured against both fakes."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
 
-from gateway.app import Gateway
-from gateway.config import Config
-from gateway.surfaces.telegram import TelegramSurface
 from tests.fixtures.model import FakeModel, reply, tool_call
 from tests.support import side_effects
 from tests.support.resident import resident, run_config
-from tests.support.side_effects import EXECUTED, TESTING
+from tests.support.side_effects import EXECUTED
 from tests.support.telegram_api import GROUP_ID, OWNER_ID, FakeBot
-from toolsets.registry import TOOLSETS
 
 STRANGER_ID = 2002
 
@@ -30,29 +24,6 @@ def _reset_side_effects() -> Any:
     side_effects.reset()
     yield
     side_effects.reset()
-
-
-@pytest.fixture
-def telegram_gateway(tg: FakeBot, make_config: Callable[..., Config], tmp_path: Path,
-                     monkeypatch: pytest.MonkeyPatch) -> Callable[..., contextlib.AbstractAsyncContextManager[Gateway]]:
-    """Factory: a started Gateway whose only surface is Telegram on the fake; the owner is allowed."""
-    monkeypatch.setenv("ANYY_TOOL_RESULTS_DIR", str(tmp_path / "results"))
-
-    @contextlib.asynccontextmanager
-    async def start(**telegram: Any) -> AsyncIterator[Gateway]:
-        config = make_config(telegram={"base_url": tg.base_url, "base_file_url": tg.base_file_url,
-                                       "poll_timeout_s": 10, "allowed_users": [OWNER_ID], **telegram})
-        assert config.telegram is not None
-        gw = Gateway(config, surfaces=[TelegramSurface(config.telegram, tg.token, tmp_path)],
-                     toolsets=[*TOOLSETS, TESTING])
-        await gw.start()
-        try:
-            assert gw.started == {"telegram": "up"}
-            yield gw
-        finally:
-            await gw.stop()
-
-    return start
 
 
 def texts(tg: FakeBot, chat_id: int = OWNER_ID) -> list[str]:
@@ -120,8 +91,8 @@ async def test_redelivered_webhook_update_is_one_turn(tg: FakeBot, model: FakeMo
                                                      unused_tcp_port: int, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ANYY_TEST_TG_SECRET", "hook-secret")
     url = f"http://127.0.0.1:{unused_tcp_port}/hook"
-    async with telegram_gateway(mode="webhook", webhook_url=url, port=unused_tcp_port,
-                                secret_token_env="ANYY_TEST_TG_SECRET") as gw:
+    async with telegram_gateway(telegram={"mode": "webhook", "webhook_url": url, "port": unused_tcp_port,
+                                          "secret_token_env": "ANYY_TEST_TG_SECRET"}) as gw:
         update = tg.message("only once please", inject=False)
         async with aiohttp.ClientSession() as http:
             for _ in range(2):

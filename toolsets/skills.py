@@ -19,10 +19,10 @@ TOOLSET = Toolset(
     "skills",
     "look up, add or change the owner's written procedures (skills: how to do a recurring task)",
     keywords=(
-        r"\bskills?\b", r"\bprocedures?\b", r"\bhow (?:do|should) (?:i|we|you)\b", r"\bthe usual way\b",
-        r"\bplaybook\b", r"\brunbook\b", r"\bchecklist\b", r"\bhow i (?:like|want)\b", r"\bmy (?:process|routine)\b",
-        r"\btemplate\b", r"\bformat for\b",
-        r"技能", r"流程", r"步骤", r"怎么做", r"模板", r"清单", r"规范",
+        r"\bskills?\b", r"\bprocedures?\b", r"\bthe usual way\b", r"\bplaybook\b", r"\brunbook\b",
+        r"\bmy checklist\b", r"\bhow i (?:like|want)\b", r"\bmy (?:process|routine)\b", r"\btemplate\b",
+        r"\bformat for\b",
+        r"技能", r"流程", r"步骤", r"模板", r"规范",
     ),
     requires="skills",
 )
