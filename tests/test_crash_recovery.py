@@ -6,6 +6,7 @@ told of every unknown outcome."""
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -13,14 +14,15 @@ from typing import Any
 import pytest
 
 from store.db import Store
-from tests.fixtures.mail import PASSWORD, USER, MailServers, SmtpRecorder
+from tests.fixtures.mail import PASSWORD, SmtpRecorder
 from tests.fixtures.model import reply, tool_call
 from tests.support.cli import write_config
 from tests.support.crash import chat_once, start
 
 
 @pytest.fixture
-def cfg(tmp_path: Path, model: Any, mail_servers: MailServers) -> str:
+def cfg(tmp_path: Path, model: Any, email_section: dict[str, Any]) -> str:
+    email = "\n".join(f"{key} = {json.dumps(value)}" for key, value in email_section.items())  # TOML scalars
     return write_config(tmp_path, f"""
 [model]
 base_url = "{model.url_openai}"
@@ -32,16 +34,7 @@ max_retries = 0
 path = "{tmp_path / 'store' / 'anyy.db'}"
 
 [email]
-imap_host = "127.0.0.1"
-imap_port = {mail_servers.imap_port}
-imap_security = "none"
-smtp_host = "127.0.0.1"
-smtp_port = {mail_servers.smtp_port}
-smtp_security = "none"
-username = "{USER}"
-password_env = "ANYY_TEST_MAIL_PASSWORD"
-from_address = "{USER}"
-timeout_s = 5
+{email}
 """)
 
 
