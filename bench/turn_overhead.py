@@ -77,7 +77,7 @@ async def main(turns: int, stream: bool) -> None:
         console.deliver = timed_deliver  # type: ignore[method-assign]
         gw = Gateway(cfg, surfaces=[console], model=model)
         await gw.start()
-        overhead, visible, totals = [], [], []
+        overhead, visible, totals, tool_turns = [], [], [], []
         for i in range(turns + 20):
             spent0 = model.spent
             delivered.clear()
@@ -91,6 +91,8 @@ async def main(turns: int, stream: bool) -> None:
                 totals.append(wall * 1000)
                 overhead.append((wall - model_s) * 1000)
                 visible.append((delivered[0] - t0 - model_s) * 1000)
+                if i % 4 == 0:  # the journal's cost shows here: one insert per effectful call
+                    tool_turns.append(overhead[-1])
         await gw.stop()
     fake.terminate()
     await fake.wait()
@@ -100,6 +102,7 @@ async def main(turns: int, stream: bool) -> None:
           f"p99={pct(visible, 99):.2f} ms")
     print(f"gateway overhead until everything settled: p50={statistics.median(overhead):.2f} ms "
           f"p99={pct(overhead, 99):.2f} ms")
+    print(f"of which tool turns, until everything settled: p50={statistics.median(tool_turns):.2f} ms")
     print(f"turn wall time incl. local model HTTP: p50={statistics.median(totals):.2f} ms p99={pct(totals, 99):.2f} ms")
     print(f"peak RSS: {rss_mb:.0f} MB")
 

@@ -154,12 +154,11 @@ class CalendarClient:
         """Store a new event in `calendar` (default: the default calendar); returns it with its ETag."""
         cal = await self.calendar(calendar)
         draft = ical.new_event(fields)
-        href = cal.url + quote(draft.uid, safe="") + ".ics"
-        etag = await self._dav.put(href, draft.source, etag=None)
-        log.info("calendar event created calendar=%s uid=%s", cal.name, draft.uid)
-        if not etag:  # the server rewrote the event; read what it stored
-            return await self.get_event_at(href)
-        return ical.parse_event(draft.source, draft.uid, href=href, etag=etag, calendar=cal.name)
+        return await self.put_event(self.href_for(cal, draft.uid), draft.source, draft.uid, cal.name, etag=None)
+
+    def href_for(self, cal: CalendarInfo, uid: str) -> str:
+        """Where a new event with this UID is stored in `cal`."""
+        return cal.url + quote(uid, safe="") + ".ics"
 
     async def update_event(self, event: Event, fields: EventFields) -> Event:
         """Apply `fields` to `event`, only if it is still the version that was read (else
@@ -167,18 +166,33 @@ class CalendarClient:
         if not event.etag:
             raise CalendarError(f"the server gave no version (ETag) for event {event.uid!r}; not changing it blindly")
         changed = ical.apply_changes(event, fields)
-        etag = await self._dav.put(event.href, changed.source, etag=event.etag)
-        log.info("calendar event updated calendar=%s uid=%s", event.calendar, event.uid)
-        if not etag:
-            return await self.get_event_at(event.href)
-        return ical.parse_event(changed.source, event.uid, href=event.href, etag=etag, calendar=event.calendar)
+        return await self.put_event(event.href, changed.source, event.uid, event.calendar, etag=event.etag)
+
+    async def put_event(self, href: str, source: str, uid: str, calendar: str, *, etag: str | None) -> Event:
+        """Store the whole iCalendar `source` at `href`: a new resource when `etag` is None (refused if one
+        exists there), else only over version `etag` (else `CalendarConflict`). Returns it as stored."""
+        href = self._here(href)
+        new_etag = await self._dav.put(href, source, etag=etag)
+        log.info("calendar event %s calendar=%s uid=%s", "created" if etag is None else "updated", calendar, uid)
+        if not new_etag:  # the server rewrote the event; read what it stored
+            return await self.get_event_at(href)
+        return ical.parse_event(source, uid, href=href, etag=new_etag, calendar=calendar)
 
     async def delete_event(self, event: Event) -> None:
         """Delete `event`, only if it is still the version that was read (else `CalendarConflict`)."""
         if not event.etag:
             raise CalendarError(f"the server gave no version (ETag) for event {event.uid!r}; not deleting it blindly")
-        await self._dav.delete(event.href, etag=event.etag)
+        await self.delete_at(event.href, event.etag)
         log.info("calendar event deleted calendar=%s uid=%s", event.calendar, event.uid)
+
+    async def delete_at(self, href: str, etag: str) -> None:
+        """Delete the event at `href`, only if it is still at version `etag` (else `CalendarConflict`)."""
+        await self._dav.delete(self._here(href), etag=etag)
+
+    def _here(self, href: str) -> str:
+        """`href`'s path on the configured server: a stored write (an approval's payload, possibly from
+        before a config change) never sends the login to another host."""
+        return self._dav.where + httpx.URL(href).raw_path.decode()
 
 
 def _instant(value: EventTime, zone: tzinfo | None) -> datetime:

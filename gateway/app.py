@@ -1,8 +1,9 @@
 """The Gateway: wires the store, model, runtime, approvals, outbox, scheduler and surfaces together.
 
 `Gateway.start()` brings everything up in one event loop; a surface that fails to start is reported
-and the others keep running. With `resident=False` (an `anyy chat` while `anyy run` holds the data
-directory) the gateway neither fires schedules nor recovers other processes' turns.
+and the others keep running. With `resident=False` (an `anyy chat` while `anyy run` holds the store)
+the gateway neither fires schedules nor recovers other processes' turns. Every gateway renews the leases
+on the work it owns; a resident one also takes over, periodically, work whose owner has stopped.
 """
 
 from __future__ import annotations
@@ -28,9 +29,11 @@ from gateway.runtime import Runtime
 from gateway.services import build_services
 from gateway.surfaces.base import Surface
 from gateway.toolcalls import ToolCaller
+from store import leases
 from store.audit import Audit
 from store.db import Store
-from store.records import ApprovalRecord, AutomationRecord, Inbound, Origin, utcnow
+from store.journal import ToolJournal
+from store.records import ApprovalRecord, AutomationRecord, Inbound, Origin, parse_iso
 from store.sessions import session_id_for
 from toolsets.base import Tool, Toolset
 from toolsets.registry import TOOLSETS
@@ -86,10 +89,10 @@ class Gateway:
             self.services["mcp"] = self.mcp.manager
         self._index_tools()
         tools = self.tools
-        self.approvals = ApprovalService(self.store, self.config, tools, self.outbox.enqueue, self._context_for,
-                                         self._on_outcome, self.access.may_decide)
+        self.approvals = ApprovalService(self.store, self.config, tools, self.outbox.enqueue, self.outbox.wake,
+                                         self._context_for, self._on_outcome, self.access.may_decide)
         caller = ToolCaller(tools, Policy(self.config.tool_governance, self.config.approvals), self.approvals,
-                            Audit(self.store), self.access)
+                            Audit(self.store), self.access, ToolJournal(self.store))
         self.services.update(await build_services(self))
         self.runtime = Runtime(self.store, self.config, self.model, self.toolsets, self.services, self.outbox, caller,
                                self.access)
@@ -110,6 +113,7 @@ class Gateway:
             scheduler = self.services.get("automations")
             if scheduler is not None:
                 await scheduler.start()
+        self._background.append(asyncio.create_task(self._keep_leases(), name="leases"))
         for surface in self.surfaces:
             await self._start_surface(surface)
         self.outbox.start({s.name: s for s in self.surfaces})
@@ -156,6 +160,21 @@ class Gateway:
         if self.model is not None:
             await self.model.aclose()
         await self.store.close()
+
+    async def _keep_leases(self) -> None:
+        """Renew this process's leases; a resident process also takes over work whose owner stopped
+        (an `anyy chat` that was killed while `anyy run` kept running)."""
+        renewals = 0
+        while True:
+            await asyncio.sleep(leases.LEASE_S / 3)
+            try:
+                await self.store.run(leases.renew)
+                renewals += 1
+                if self.resident and self.runtime.accepting and renewals % 3 == 0:
+                    await self.approvals.recover()
+                    await self.runtime.recover()
+            except Exception:
+                log.exception("lease_renewal_failed")
 
     async def _settle(self) -> None:
         """Wait until no turn or approval execution is running (each may start the other)."""
@@ -226,12 +245,13 @@ class Gateway:
             return False
         return False
 
-    async def run_prompt(self, rec: AutomationRecord) -> str:
-        """A prompt automation's model turn, in its own session without the automation toolset (so
-        automations cannot multiply themselves)."""
+    async def run_prompt(self, rec: AutomationRecord, slot: str) -> str:
+        """A prompt automation's model turn for its scheduled `slot`, in its own session without the
+        automation toolset (so automations cannot multiply themselves). The turn id is derived from
+        (automation, slot): a run re-delivered after a crash continues its own turn instead of repeating it."""
         session = await self.runtime.sessions.get_or_create(f"automation:{rec.id}", rec.origin, rec.user_key,
                                                             kind="automation")
-        turn_id = f"auto-{rec.id}-{utcnow().strftime('%Y%m%dT%H%M%S%f')}"
+        turn_id = f"auto-{rec.id}-{parse_iso(slot).strftime('%Y%m%dT%H%M%S%f')}"
         text = await self.runtime.model_turn(session, turn_id, user_text=rec.action.get("prompt", ""),
                                              exclude={"automation"})
         return text or ""

@@ -1,13 +1,16 @@
 """Durable approvals: hold a call, post a prompt, decide once, execute the stored call at most once.
 
 An approval is a row, not a coroutine: every step is an atomic state transition in the store, so a
-restart, a double tap or a replayed callback can never run a call twice. See docs/approvals.md.
+restart, a double tap or a replayed callback can never run a call twice. There is one approval per tool
+call, written together with its prompt; it stores the exact effect payload its preview showed, and an
+approved call runs the tool's effect function with that payload. See docs/approvals.md.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import logging
 import secrets
 import string
@@ -16,16 +19,19 @@ from datetime import timedelta
 
 from pydantic import BaseModel, ValidationError
 
+from gateway import checkpoints
 from gateway.background import Background
 from gateway.config import Config
 from store.approvals import Approvals
 from store.db import Store
+from store.leases import OWNER, lease_until
 from store.records import ApprovalRecord, Button, Outbound, dumps, iso, parse_iso, utcnow
 from toolsets.base import Preview, Tool, ToolContext, ToolError
 
 log = logging.getLogger(__name__)
 
 Enqueue = Callable[[Outbound, str | None], Awaitable[int]]
+Wake = Callable[[str], None]
 MayDecide = Callable[[ApprovalRecord, str, str], Awaitable[bool]]  # (approval, actor, toolset) -> allowed
 ContextFor = Callable[[ApprovalRecord], Awaitable[ToolContext]]
 OnOutcome = Callable[[ApprovalRecord], Awaitable[None]]
@@ -62,13 +68,14 @@ def shown_preview(rec: ApprovalRecord) -> str:
 
 
 class ApprovalService:
-    def __init__(self, store: Store, config: Config, tools: dict[str, Tool], enqueue: Enqueue,
+    def __init__(self, store: Store, config: Config, tools: dict[str, Tool], enqueue: Enqueue, wake: Wake,
                  context_for: ContextFor, on_outcome: OnOutcome, may_decide: MayDecide) -> None:
         self.repo = Approvals(store)
         self.may_decide = may_decide
         self.config = config
         self.tools = tools
         self.enqueue = enqueue
+        self.wake = wake  # the outbox dispatcher of a surface, after a prompt row was written here
         self.context_for = context_for
         self.on_outcome = on_outcome
         self._running = Background()  # executions started by decisions and by recovery
@@ -77,25 +84,35 @@ class ApprovalService:
 
     async def hold(self, ctx: ToolContext, tool: Tool, args: BaseModel, tool_call_id: str, execution: str,
                    deciders: list[str], note: str = "") -> ApprovalRecord:
-        """Record the exact call and post its prompt to `deciders` (from `Access.deciders`; the requester
-        is one only when access says so). `note` goes above the preview (why this call is held)."""
-        preview = await self._preview(ctx, tool, args)
-        text = f"{note}\n\n{preview.text}" if note else preview.text
-        args_json = dumps(args.model_dump(mode="json"))
-        now = utcnow()
-        ttl = self.config.approvals.ttl_hours.get(tool.name, self.config.approvals.default_ttl_hours)
-        rec = ApprovalRecord(
-            id=new_approval_id(), session_id=ctx.session_id, origin=ctx.origin, requester=ctx.user_key,
-            deciders=sorted(set(deciders)), tool=tool.name, tool_call_id=tool_call_id,
-            args_json=args_json, args_sha256=sha256_text(args_json), binding_sha256=binding_hash(preview),
-            execution=execution, preview=text, state="pending", created_at=iso(now),
-            expires_at=iso(now + timedelta(hours=ttl)),
-        )
-        await self.repo.create(rec)
-        outbox_id = await self.enqueue(self._prompt(rec), f"approval:{rec.id}:prompt")
-        await self.repo.add_prompt_ref(rec.id, outbox_id)
-        log.info("approval_pending id=%s tool=%s session=%s", rec.id, rec.tool, rec.session_id)
-        return rec
+        """Record the exact call, its effect payload and its prompt (one transaction), the prompt going to
+        `deciders` (from `Access.deciders`; the requester is one only when access says so). `note` goes
+        above the preview (why this call is held). Returns the approval; a call held before (the same turn
+        re-run after a crash) gets its existing approval, and nothing is written."""
+        existing = await self.repo.for_call(ctx.session_id, ctx.turn_id, tool_call_id)
+        if existing is None:
+            preview = await self._preview(ctx, tool, args)
+            text = f"{note}\n\n{preview.text}" if note else preview.text
+            args_json = dumps(args.model_dump(mode="json"))
+            payload_json = None if preview.payload is None else dumps(preview.payload)
+            now = utcnow()
+            ttl = self.config.approvals.ttl_hours.get(tool.name, self.config.approvals.default_ttl_hours)
+            rec = ApprovalRecord(
+                id=new_approval_id(), session_id=ctx.session_id, origin=ctx.origin, requester=ctx.user_key,
+                deciders=sorted(set(deciders)), tool=tool.name, tool_call_id=tool_call_id,
+                turn_id=ctx.turn_id, args_json=args_json, args_sha256=sha256_text(args_json),
+                binding_sha256=binding_hash(preview), payload_json=payload_json,
+                payload_sha256=None if payload_json is None else sha256_text(payload_json),
+                execution=execution, preview=text, state="pending", created_at=iso(now),
+                expires_at=iso(now + timedelta(hours=ttl)),
+            )
+            existing, created = await self.repo.create(rec, self._prompt(rec))
+            if created:
+                self.wake(rec.origin.surface)
+                log.info("approval_pending id=%s tool=%s session=%s", rec.id, rec.tool, rec.session_id)
+        else:
+            log.info("approval_found id=%s state=%s session=%s", existing.id, existing.state, existing.session_id)
+        await checkpoints.reached("approval.held")
+        return existing
 
     async def _preview(self, ctx: ToolContext, tool: Tool, args: BaseModel) -> Preview:
         if tool.previewer is not None:
@@ -158,9 +175,11 @@ class ApprovalService:
     async def execute(self, approval_id: str) -> None:
         """Run the stored call once. The `approved -> executing` transition is the claim: whoever
         wins it runs the call; everyone else finds it taken."""
-        rec = await self.repo.transition(approval_id, ("approved",), "executing", "anyy")
+        rec = await self.repo.transition(approval_id, ("approved",), "executing", "anyy", owner=OWNER,
+                                         lease_until=lease_until())
         if rec is None:
             return
+        await checkpoints.reached("approval.claimed")
         state, result = await self._run(rec)
         done = await self.repo.transition(approval_id, ("executing",), state, "anyy", result=result)
         log.info("approval_executed id=%s tool=%s state=%s", approval_id, rec.tool, state)
@@ -173,15 +192,22 @@ class ApprovalService:
             return "failed", f"the tool {rec.tool} no longer exists"
         if sha256_text(rec.args_json) != rec.args_sha256:
             return "failed", "refused: the stored call does not match what was shown (hash mismatch)"
+        if rec.payload_json is not None and sha256_text(rec.payload_json) != rec.payload_sha256:
+            return "failed", "refused: the stored effect does not match what was shown (hash mismatch)"
         try:
             args = tool.args_model.model_validate_json(rec.args_json)
             ctx = await self.context_for(rec)
-            if rec.binding_sha256 is not None:
+            if tool.effector is not None and rec.payload_json is not None:
+                # Exactly what the owner saw: the effect claims its target on this payload, no fresh read.
+                value = await tool.effector(ctx, args, json.loads(rec.payload_json))
+            elif rec.binding_sha256 is not None:
                 now_preview = await self._preview(ctx, tool, args)
                 if binding_hash(now_preview) != rec.binding_sha256:
                     return "failed", "refused: what this approval showed has changed since (edited, or changed " \
                                      "on the server); ask again for a new approval"
-            value = await tool.call(ctx, args)
+                value = await tool.call(ctx, args)
+            else:
+                value = await tool.call(ctx, args)
         except (ToolError, ValidationError) as exc:
             return "failed", str(exc)
         except Exception as exc:  # the outcome is known (it raised); report it, never retry
@@ -229,9 +255,11 @@ class ApprovalService:
         return len(ids)
 
     async def recover(self) -> None:
-        """At start-up: a call found `executing` crashed mid-flight and its outcome is unknown — tell
-        the owner and never retry it. A call found `approved` never started, so it runs now."""
-        for approval_id in await self.repo.ids_in_state("executing"):
+        """At start-up and then periodically: a call found `executing` whose executor has stopped
+        (lease expired, or the process is gone) crashed mid-flight and its outcome is unknown — tell the
+        owner and never retry it. One a live process is executing is left alone. A call found `approved`
+        never started, so it runs now (the claim decides who runs it)."""
+        for approval_id in await self.repo.stranded():
             done = await self.repo.transition(
                 approval_id, ("executing",), "unknown", "anyy",
                 result="the gateway stopped while this was running; check whether it happened before retrying")

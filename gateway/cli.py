@@ -14,7 +14,7 @@ from gateway import admin
 from gateway.app import Gateway
 from gateway.config import Config, ConfigError, load_config
 from gateway.dashboard import Dashboard, DashboardError
-from gateway.lock import DataDirLock, LockHeld
+from gateway.lock import LockHeld, ResidentLock
 from gateway import redaction
 from gateway.logs import setup_logging
 from gateway.surfaces import build_surfaces
@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 
 async def run(config: Config, args: argparse.Namespace) -> int:
     """The resident process: every configured surface and the scheduler, until SIGTERM/SIGINT."""
-    lock = DataDirLock(config.data_dir)
+    lock = ResidentLock(config.store_path, config.data_dir)
     lock.acquire()
     try:
         surfaces, problems = build_surfaces(config)
@@ -71,8 +71,8 @@ async def start_dashboard(gw: Gateway) -> Dashboard | None:
 
 
 async def chat(config: Config, args: argparse.Namespace) -> int:
-    """The console chat. Owns the scheduler when no resident process holds the data directory."""
-    lock = DataDirLock(config.data_dir)
+    """The console chat. Owns the scheduler and recovery when no resident process holds the store."""
+    lock = ResidentLock(config.store_path, config.data_dir)
     try:
         lock.acquire()
         resident = True

@@ -189,20 +189,26 @@ class HistoryWindows:
         return window.summary if window is not None else None
 
 
+UNKNOWN_OUTCOME = ("Outcome unknown: the process stopped while this ran. It was not run again; check whether "
+                   "it happened (for example with task_list, or by asking the owner) before calling it again.")
+
+
 def _drop_orphans(msgs: list[ChatMessage]) -> list[ChatMessage]:
-    """Drop tool results whose call is not in view and calls whose results are missing (a turn cut by
-    a crash), so every provider's wire format stays valid."""
+    """Keep every provider's wire format valid around a turn cut by a crash or by the budget: a tool
+    result whose call is not in view is dropped; a call with no stored result is kept, paired with an
+    "outcome unknown" result (dropping it would show the model no trace of it, and it would call it
+    again)."""
     called = {c.id for m in msgs for c in m.tool_calls}
     answered = {m.tool_call_id for m in msgs if m.role == "tool"}
     out: list[ChatMessage] = []
+    owed: list[ChatMessage] = []  # synthetic results for the last assistant message's unanswered calls
     for m in msgs:
-        if m.role == "tool" and m.tool_call_id not in called:
+        if m.role == "tool":
+            if m.tool_call_id in called:
+                out.append(m)
             continue
-        if m.tool_calls:
-            calls = [c for c in m.tool_calls if c.id in answered]
-            if not calls and not m.content:
-                continue
-            if len(calls) != len(m.tool_calls):
-                m = m.model_copy(update={"tool_calls": calls})
+        out += owed
         out.append(m)
-    return out
+        owed = [ChatMessage(role="tool", content=UNKNOWN_OUTCOME, tool_call_id=c.id, name=c.name)
+                for c in m.tool_calls if c.id not in answered]
+    return out + owed

@@ -1,4 +1,9 @@
-"""One resident process per data directory: an exclusive, non-blocking flock on `anyy.lock`."""
+"""One resident process per store and per data directory: exclusive, non-blocking flocks.
+
+The lock that matters is the one beside the store file (`<store>.lock`): two residents on one store
+would both deliver every message, and `[store] path` may point outside the data directory. The data
+directory's `anyy.lock` is taken as well, for what lives there (attachments, tool results).
+"""
 
 from __future__ import annotations
 
@@ -8,32 +13,42 @@ from pathlib import Path
 
 
 class LockHeld(Exception):
-    """Another process holds the data directory."""
+    """Another process holds the store or the data directory."""
 
 
-class DataDirLock:
-    def __init__(self, data_dir: Path) -> None:
-        self.path = data_dir / "anyy.lock"
-        self._fd: int | None = None
+class ResidentLock:
+    def __init__(self, store_path: Path, data_dir: Path) -> None:
+        self.paths = [store_path.with_name(store_path.name + ".lock"), data_dir / "anyy.lock"]
+        self._fds: list[int] = []
 
     def acquire(self) -> None:
-        """Take the lock or raise LockHeld naming the holder's pid. The kernel releases it if the
-        process dies, so a crash never leaves a stale lock behind."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        """Take every lock or none, raising LockHeld naming the holder's pid and what it holds. The
+        kernel releases a lock when its process dies, so a crash never leaves a stale one behind."""
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.read(fd, 32).decode(errors="replace").strip() or "?"
-            os.close(fd)
-            raise LockHeld(f"another Anyy process (pid {holder}) is already running on {self.path.parent}; "
-                           "stop it first, or use a different ANYY_HOME") from None
-        os.ftruncate(fd, 0)
-        os.write(fd, str(os.getpid()).encode())
-        self._fd = fd
+            for path in dict.fromkeys(self.paths):  # the store may live in the data directory
+                self._fds.append(_take(path))
+        except LockHeld:
+            self.release()
+            raise
 
     def release(self) -> None:
-        if self._fd is not None:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
-            self._fd = None
+        for fd in self._fds:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+        self._fds = []
+
+
+def _take(path: Path) -> int:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.read(fd, 32).decode(errors="replace").strip() or "?"
+        os.close(fd)
+        what = "the store" if path.name != "anyy.lock" else "the data directory"
+        raise LockHeld(f"another Anyy process (pid {holder}) is already running on {what} ({path}); "
+                       "stop it first, or use a different ANYY_HOME / [store] path") from None
+    os.ftruncate(fd, 0)
+    os.write(fd, str(os.getpid()).encode())
+    return fd

@@ -1,10 +1,14 @@
 """The turn loop: one turn at a time per session, many sessions at once.
 
 A turn: authorize, route slash commands, select toolsets, call the model, run tool calls (through
-policy), repeat up to `max_tool_rounds`, and put the final text in the outbox. With `[runtime] stream` and
-a surface that can edit messages, the reply is shown while the model writes it (gateway/live.py). Every message, call and
-result is stored. Turn ids are derived from the durable inbound id, so a turn interrupted by a crash
+policy), repeat up to `max_tool_rounds`, and put the final text in the outbox. With `[runtime] stream`
+and a surface that can edit messages, the reply is shown while the model writes it (gateway/live.py).
+Every message, call and result is stored. Turn ids are derived from the durable inbound id, so a turn interrupted by a crash
 and re-run at start-up continues its own transcript and its replies are deduplicated in the outbox.
+
+A re-run continues where the crash left it: an answer already stored is delivered, not asked for again;
+calls of the last model reply that have no result are finished first — one that never started (or a
+`read` tool) runs now, one the journal shows started gets "outcome unknown" and the owner is told.
 """
 
 from __future__ import annotations
@@ -16,12 +20,13 @@ from collections import defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+from gateway import checkpoints
 from gateway.access import Access
 from gateway.background import Background
 from gateway.compaction import Compactor
 from gateway.config import Config
 from gateway.context import TurnContext
-from gateway.history import HistoryWindows, to_chat
+from gateway.history import UNKNOWN_OUTCOME, HistoryWindows, to_chat
 from gateway.limits import inbound_too_long
 from gateway.live import LiveReply
 from gateway.llm.types import ChatMessage, ModelClient, ModelCutOff, ModelUnavailable, ToolSchema
@@ -34,7 +39,7 @@ from store.audit import Audit
 from store.db import Store
 from store.inbound import InboundLog
 from store.messages import Messages
-from store.records import AuditEvent, Inbound, MessageRecord, Origin, Outbound, SessionRecord
+from store.records import AuditEvent, Inbound, MessageRecord, Origin, Outbound, SessionRecord, ToolCallRecord
 from store.sessions import Sessions, session_id_for
 from toolsets.base import Tool, Toolset
 from toolsets.loader import loader_tool
@@ -105,8 +110,9 @@ class Runtime:
         await self._turns.wait()
 
     async def recover(self) -> None:
-        """Re-run turns that a crash interrupted (recorded but not finished)."""
-        for queue_id, inbound in await self.inbound_log.pending():
+        """Re-run turns that a stopped process left unfinished (recorded, not done, lease lapsed);
+        turns a live process owns are left to it."""
+        for queue_id, inbound in await self.inbound_log.take_over():
             log.info("turn_recovered queue_id=%s surface=%s", queue_id, inbound.surface)
             self.submit(queue_id, inbound)
 
@@ -230,8 +236,10 @@ class Runtime:
             log.info("turn_refused session=%s reason=no_access", session.id)
             return None
         rows = await self.windows.load(session.id, session.epoch)
-        already = any(m.turn_id == turn_id for m in rows)  # a re-run after a crash: continue, don't repeat
-        if not already:
+        mine = [m for m in rows if m.turn_id == turn_id]  # a re-run after a crash: continue, don't repeat
+        if mine and mine[-1].role == "assistant" and not mine[-1].tool_calls:
+            return mine[-1].content  # answered before the crash: deliver that answer
+        if not mine:
             new = MessageRecord(session_id=session.id, epoch=session.epoch, turn_id=turn_id,
                                 role="user" if user_text is not None else "event",
                                 content=user_text if user_text is not None else (event or ""), user_key=session.user_key,
@@ -252,16 +260,19 @@ class Runtime:
                           available={ts.name: ts for ts in available}, loaded=set(selection.names),
                           has_buttons=self._has_buttons(session.surface), guest=role == "guest",
                           external_sources=_external_read(rows, turn_id))
+        loader = loader_tool(available)
+        if mine and mine[-1].role in ("assistant", "tool"):
+            rows += await self._finish_interrupted(ctx, session, mine, loader)
         memory = await memory_prompt(self.store, session.user_key, self.config.runtime.memory_max_chars) \
             if with_memory else ""
         skills = await skills_prompt(self.services.get("skills"), user_text or event or "") \
             if "skills" in ctx.available else ""
         convo = [system_prompt(ctx.now(), session.surface, memory, self.config.runtime.instructions, skills)]
         convo += self.windows.view(session.id, rows)
-        loader = loader_tool(available)
         rounds = max_rounds or self.config.runtime.max_tool_rounds
         for _ in range(rounds):
             tools = tools_for(sorted(ctx.loaded), available, loader)
+            await checkpoints.reached("model.before_call")
             if live is not None:
                 live.new_call()
             try:
@@ -285,28 +296,60 @@ class Runtime:
             convo.append(to_chat(assistant))
             if not reply.tool_calls:
                 return reply.text
-            await self._run_calls(ctx, session, reply.tool_calls, loader, convo)
+            for call in reply.tool_calls:
+                _, visible = await self._run_call(ctx, session, call, loader)
+                convo.append(ChatMessage(role="tool", content=visible, tool_call_id=call.id, name=call.name))
             await self._show_images(ctx, session, convo)
             if ctx.ended:
                 return None
         return (f"I stopped after {rounds} rounds of tool calls without finishing. "
                 "Tell me how to continue, or narrow the request.")
 
-    async def _run_calls(self, ctx: TurnContext, session: SessionRecord, calls: list[Any], loader: Tool,
-                         convo: list[ChatMessage]) -> None:
+    async def _run_call(self, ctx: TurnContext, session: SessionRecord, call: ToolCallRecord,
+                        loader: Tool, *, resumed: bool = False) -> tuple[MessageRecord, str]:
+        """Run one call (`resumed`: one left without a result by a stopped process, never started) and
+        store its result, completing its journal entry in the same transaction. Returns the stored row
+        and what the model sees now."""
+        # Recomputed per call: a load_toolsets earlier in the same reply makes its tools callable.
+        visible = {t.name: t for name in ctx.loaded for t in ctx.available[name].tools}
+        visible[loader.name] = loader
+        run = self.caller.resume if resumed else self.caller.run
+        outcome = await run(ctx, call, visible)
+        # The row remembers what outside content the turn had read by now, so a turn re-run after a
+        # crash still holds steering writes (see _external_read).
+        meta = {**outcome.meta, "external": list(ctx.external_sources)} if ctx.external_sources else outcome.meta
+        result = MessageRecord(session_id=session.id, epoch=session.epoch, turn_id=ctx.turn_id, role="tool",
+                               content=outcome.stored, tool_call_id=call.id, tool_name=call.name,
+                               user_key=session.user_key, meta=meta)
+        result.id = await self.caller.journal.add_result(result, outcome.journal)
+        return result, outcome.visible
+
+    async def _finish_interrupted(self, ctx: TurnContext, session: SessionRecord, mine: list[MessageRecord],
+                                  loader: Tool) -> list[MessageRecord]:
+        """The calls of this turn's last model reply that have no result (the process stopped among
+        them): run those that never started; those the journal shows started get "outcome unknown",
+        never a second run, and the owner hears of each. Returns the result rows, in call order."""
+        last = next((m for m in reversed(mine) if m.role == "assistant"), None)
+        answered = {m.tool_call_id for m in mine if m.role == "tool"}
+        calls = [c for c in (last.tool_calls if last else []) if c.id not in answered]
+        if not calls:
+            return []
+        started = await self.caller.journal.interrupted(session.id, ctx.turn_id)
+        out = []
         for call in calls:
-            # Recomputed per call: a load_toolsets earlier in the same reply makes its tools callable.
-            visible = {t.name: t for name in ctx.loaded for t in ctx.available[name].tools}
-            visible[loader.name] = loader
-            outcome = await self.caller.run(ctx, call, visible)
-            # The row remembers what outside content the turn had read by now, so a turn re-run after a
-            # crash still holds steering writes (see _external_read).
-            meta = {**outcome.meta, "external": list(ctx.external_sources)} if ctx.external_sources else outcome.meta
-            result = MessageRecord(session_id=session.id, epoch=session.epoch, turn_id=ctx.turn_id, role="tool",
-                                   content=outcome.stored, tool_call_id=call.id, tool_name=call.name,
-                                   user_key=session.user_key, meta=meta)
-            await self.messages.add(result)
-            convo.append(ChatMessage(role="tool", content=outcome.visible, tool_call_id=call.id, name=call.name))
+            if call.id not in started:
+                out.append((await self._run_call(ctx, session, call, loader, resumed=True))[0])
+                continue
+            log.warning("tool_outcome_unknown session=%s tool=%s call=%s", session.id, call.name, call.id)
+            row = MessageRecord(session_id=session.id, epoch=session.epoch, turn_id=ctx.turn_id, role="tool",
+                                content=UNKNOWN_OUTCOME, tool_call_id=call.id, tool_name=call.name,
+                                user_key=session.user_key, meta={"outcome": "unknown"})
+            row.id = await self.caller.journal.add_result(row, "unknown")
+            await self.reply(session.origin, f"⚠️ {call.name} was running when Anyy stopped. Its outcome is unknown "
+                             "and it was not run again; please check whether it happened.",
+                             f"{ctx.turn_id}:unknown:{call.id}")
+            out.append(row)
+        return out
 
     async def _show_images(self, ctx: TurnContext, session: SessionRecord, convo: list[ChatMessage]) -> None:
         """Images a tool asked to show (artifact_inspect) follow the tool results as a stored event, which

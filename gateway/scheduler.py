@@ -46,7 +46,7 @@ from toolsets.schedule import (
 log = logging.getLogger(__name__)
 
 Enqueue = Callable[[Outbound, str], Awaitable[int]]
-RunPrompt = Callable[[AutomationRecord], Awaitable[str]]
+RunPrompt = Callable[[AutomationRecord, str], Awaitable[str]]  # (automation, scheduled slot) -> reply
 Clock = Callable[[], datetime]
 
 JOB_DEFAULTS: dict[str, Any] = {
@@ -76,8 +76,9 @@ class AutomationService:
         store: the open store.
         tz: the owner's zone, the default for schedules without a "timezone".
         enqueue: the outbox's enqueue(outbound, dedupe_key) -> outbox id.
-        run_prompt: runs a model turn for a prompt automation in its own session and returns the reply
-            (None: prompt automations fail with a clear notice, e.g. in admin tools).
+        run_prompt: runs a model turn for a prompt automation's scheduled slot (the turn id comes from
+            both, so a re-run continues) in its own session and returns the reply (None: prompt
+            automations fail with a clear notice, e.g. in admin tools).
         clock: the current aware time (tests of DST use a fixed one; the scheduler uses the real clock).
         late_after: a firing more than this behind its slot is marked late even without downtime.
         retry_delays: seconds to wait between attempts to enqueue a delivery.
@@ -305,7 +306,7 @@ class AutomationService:
             return f"⏰ {note}{action.text}"
         if self._run_prompt is None:
             raise AutomationError("no model is available to run this automation's prompt")
-        return f"{note}{await self._run_prompt(row)}"
+        return f"{note}{await self._run_prompt(row, slot)}"
 
     async def _deliver(self, outbound: Outbound, key: str) -> None:
         for attempt, delay in enumerate((*self._retry_delays, None), start=1):

@@ -1,6 +1,8 @@
 """One tool call from the model: parse, validate, apply policy, run or hold, cut to budget.
 
-Nothing here raises into the turn loop: every failure becomes a tool result the model can read.
+Nothing here raises into the turn loop: every failure becomes a tool result the model can read. A call
+with an effect (any risk but `read`) is journalled as started just before it runs; the runtime completes
+the journal entry when it stores the result (`store.journal`).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from gateway import checkpoints
 from gateway.access import Access
 from gateway.approvals import ApprovalService, sha256_text
 from gateway.context import TurnContext
@@ -19,8 +22,9 @@ from gateway.limits import ArgumentError, parse_arguments
 from gateway.policy import Policy, Verdict
 from gateway.results import apply_budget
 from store.audit import Audit
-from store.records import AuditEvent, ToolCallRecord, dumps
-from toolsets.base import Tool, ToolError
+from store.journal import ToolJournal
+from store.records import ApprovalRecord, AuditEvent, ToolCallRecord, dumps
+from toolsets.base import Risk, Tool, ToolError
 from toolsets.loader import LOADER_TOOLSET
 
 log = logging.getLogger(__name__)
@@ -31,6 +35,7 @@ class CallOutcome(BaseModel):
     stored: str  # what the transcript keeps
     meta: dict[str, Any] = {}
     ok: bool = True
+    journal: str | None = None  # "done" when the call was journalled as started: storing completes it
 
 
 def render(value: Any) -> str:
@@ -49,6 +54,15 @@ def validation_message(tool: Tool, exc: ValidationError) -> str:
     return f"Error: invalid arguments for {tool.name}: {problems}. Fix them and call again."
 
 
+def held(rec: ApprovalRecord) -> CallOutcome:
+    """The immediate result of a held call."""
+    text = (f"Awaiting approval {rec.id}: the owner has been shown exactly this call and asked to approve "
+            "it. Do not call it again; the outcome will arrive as an event.") if rec.state == "pending" else (
+        f"Approval {rec.id} for this call (held before a restart) is already {rec.state}; its outcome "
+        "arrives as an event. Do not call it again.")
+    return CallOutcome(visible=text, stored=text, meta={"approval_id": rec.id})
+
+
 def _taint_note(sources: list[str]) -> str:
     if not sources:
         return ""
@@ -58,12 +72,13 @@ def _taint_note(sources: list[str]) -> str:
 
 class ToolCaller:
     def __init__(self, tools: dict[str, Tool], policy: Policy, approvals: ApprovalService, audit: Audit,
-                 access: Access) -> None:
+                 access: Access, journal: ToolJournal) -> None:
         self.tools = tools
         self.policy = policy
         self.approvals = approvals
         self.audit = audit
         self.access = access
+        self.journal = journal
 
     async def run(self, ctx: TurnContext, call: ToolCallRecord, visible: dict[str, Tool]) -> CallOutcome:
         """Run one call against the tools visible this round (name -> tool)."""
@@ -99,9 +114,10 @@ class ToolCaller:
             except ToolError as exc:  # the preview found the call impossible (sent draft, server down)
                 await self._audit(ctx, tool, plain, "tool.refused", f"preview failed: {exc}")
                 return self._error(f"Error: {exc}")
-            text = (f"Awaiting approval {rec.id}: the owner has been shown exactly this call and asked to approve "
-                    "it. Do not call it again; the outcome will arrive as an event.")
-            return CallOutcome(visible=text, stored=text, meta={"approval_id": rec.id})
+            return held(rec)
+        journalled = descriptor.risk is not Risk.READ
+        if journalled:
+            await self.journal.start(ctx.session_id, ctx.turn_id, call.id, tool.name, sha256_text(dumps(plain)))
         try:
             text, ok = render(await tool.call(ctx, args)), True
         except ToolError as exc:
@@ -109,6 +125,7 @@ class ToolCaller:
         except Exception as exc:
             log.exception("tool_crashed tool=%s", tool.name)
             text, ok = f"Error: {tool.name} failed unexpectedly ({type(exc).__name__}: {exc}).", False
+        await checkpoints.reached("tool.ran")
         if verdict is Verdict.RUN_AUDITED:
             await self._audit(ctx, tool, plain, "tool.run" if ok else "tool.failed", reason)
         budget = descriptor.output_budget
@@ -116,7 +133,14 @@ class ToolCaller:
             result = await asyncio.to_thread(apply_budget, text, budget, call_id=call.id, ok=ok)
         else:
             result = apply_budget(text, budget, call_id=call.id, ok=ok)
-        return CallOutcome(visible=result.visible, stored=result.stored, meta=result.meta, ok=ok)
+        return CallOutcome(visible=result.visible, stored=result.stored, meta=result.meta, ok=ok,
+                           journal="done" if journalled else None)
+
+    async def resume(self, ctx: TurnContext, call: ToolCallRecord, visible: dict[str, Tool]) -> CallOutcome:
+        """A call found without a result when its turn is re-run, that never started: the approval that
+        already holds it (whatever policy says now), or else a normal run."""
+        rec = await self.approvals.repo.for_call(ctx.session_id, ctx.turn_id, call.id)
+        return held(rec) if rec is not None else await self.run(ctx, call, visible)
 
     @staticmethod
     def _error(text: str) -> CallOutcome:

@@ -8,7 +8,9 @@ from sqlite_utils import Database
 
 from store.audit import add_audit
 from store.db import Store
-from store.records import ApprovalRecord, ApprovalState, AuditEvent, dumps, iso, row_to, utcnow
+from store.leases import takeable
+from store.outbox import add_outbound
+from store.records import ApprovalRecord, ApprovalState, AuditEvent, Outbound, dumps, iso, row_to, utcnow
 
 _JSON = ("origin", "deciders", "prompt_refs")
 
@@ -17,22 +19,43 @@ def _record(row: dict) -> ApprovalRecord:
     return row_to(ApprovalRecord, row, _JSON)
 
 
+def _for_call(db: Database, session_id: str, turn_id: str | None, tool_call_id: str) -> ApprovalRecord | None:
+    rows = db.execute_returning_dicts(
+        "SELECT * FROM approvals WHERE session_id = ? AND turn_id IS ? AND tool_call_id = ?",
+        [session_id, turn_id, tool_call_id])
+    return _record(rows[0]) if rows else None
+
+
 class Approvals:
     def __init__(self, store: Store) -> None:
         self.store = store
 
-    async def create(self, rec: ApprovalRecord) -> None:
-        def op(db: Database) -> None:
-            row = rec.model_dump()
-            row["origin"] = rec.origin.model_dump_json()
-            row["deciders"] = dumps(rec.deciders)
-            row["prompt_refs"] = dumps(rec.prompt_refs)
+    async def create(self, rec: ApprovalRecord, prompt: Outbound) -> tuple[ApprovalRecord, bool]:
+        """Store the approval and its prompt message in one transaction. When an approval for the same
+        call (session, turn, tool call id) exists already — a turn re-run after a crash reached the
+        same held call — nothing is written and that one is returned. Returns (record, created)."""
+
+        def op(db: Database) -> tuple[ApprovalRecord, bool]:
             with db.atomic():
+                existing = _for_call(db, rec.session_id, rec.turn_id, rec.tool_call_id)
+                if existing is not None:
+                    return existing, False
+                outbox_id = add_outbound(db, prompt, f"approval:{rec.id}:prompt")
+                stored = rec.model_copy(update={"prompt_refs": [*rec.prompt_refs, outbox_id]})
+                row = stored.model_dump()
+                row["origin"] = stored.origin.model_dump_json()
+                row["deciders"] = dumps(stored.deciders)
+                row["prompt_refs"] = dumps(stored.prompt_refs)
                 db["approvals"].insert(row)
                 add_audit(db, AuditEvent(actor=rec.requester, action="approval.pending", tool=rec.tool,
                                          args_sha256=rec.args_sha256, subject=rec.id, session_id=rec.session_id))
+                return stored, True
 
-        await self.store.run(op)
+        return await self.store.run(op)
+
+    async def for_call(self, session_id: str, turn_id: str | None, tool_call_id: str) -> ApprovalRecord | None:
+        """The approval holding this tool call, if there is one."""
+        return await self.store.run(lambda db: _for_call(db, session_id, turn_id, tool_call_id))
 
     async def get(self, approval_id: str) -> ApprovalRecord | None:
         def op(db: Database) -> ApprovalRecord | None:
@@ -66,14 +89,6 @@ class Approvals:
 
         return await self.store.run(op)
 
-    async def add_prompt_ref(self, approval_id: str, outbox_id: int) -> None:
-        def op(db: Database) -> None:
-            row = db["approvals"].get(approval_id)
-            refs = [*(row_to(ApprovalRecord, row, _JSON).prompt_refs), outbox_id]
-            db["approvals"].update(approval_id, {"prompt_refs": dumps(refs)})
-
-        await self.store.run(op)
-
     async def list(self, states: tuple[str, ...] | None = ("pending",), requester: str | None = None,
                    limit: int = 100) -> list[ApprovalRecord]:
         def op(db: Database) -> list[ApprovalRecord]:
@@ -94,6 +109,12 @@ class Approvals:
     async def due_to_expire(self) -> list[str]:
         return await self.store.run(lambda db: [r[0] for r in db.execute(
             "SELECT id FROM approvals WHERE state = 'pending' AND expires_at <= ?", [iso(utcnow())]).fetchall()])
+
+    async def stranded(self) -> list[str]:
+        """Ids of executing approvals whose executor has stopped (`store.leases.takeable`)."""
+        rows = await self.store.run(lambda db: db.execute(
+            "SELECT id, owner, lease_until FROM approvals WHERE state = 'executing'").fetchall())
+        return [r[0] for r in rows if takeable(r[1], r[2])]
 
     async def ids_in_state(self, state: ApprovalState) -> list[str]:
         return await self.store.run(lambda db: [r[0] for r in db.execute(

@@ -1,7 +1,8 @@
 """Email drafts, per user: the full outgoing message as JSON, and whether it has been sent.
 
-A draft changes only while it is a draft; `mark_sent` is the single atomic transition out of that state,
-so two sends of one draft cannot both claim it.
+A draft changes only while it is a draft; `claim` is the single atomic transition out of that state,
+conditional on the message the sender was approved to send, so two sends of one draft cannot both claim
+it and a revised draft cannot be sent under an approval of its earlier text.
 """
 
 from __future__ import annotations
@@ -60,12 +61,18 @@ class Drafts:
 
         return await self.store.run(op)
 
-    async def mark_sent(self, user_key: str, draft_id: str) -> bool:
-        """Atomically move an unsent draft to `sent`; False when it was not an unsent draft of this user.
+    async def claim(self, user_key: str, draft_id: str, message: dict[str, Any]) -> bool:
+        """Atomically move an unsent draft to `sent` if and only if it still holds exactly `message` (the
+        one the owner approved); False otherwise. Call it before handing the message to the server:
+        whoever wins this transition is the one sender, and a draft revised meanwhile is not sent."""
 
-        Call it before handing the message to the server: whoever wins this transition is the one sender.
-        """
-        return await self._transition(user_key, draft_id, "draft", "sent")
+        def op(db: Database) -> bool:
+            cur = db.execute(
+                "UPDATE email_drafts SET state = 'sent', updated_at = ? WHERE id = ? AND user_key = ?"
+                " AND state = 'draft' AND message = ?", [iso(utcnow()), draft_id, user_key, dumps(message)])
+            return cur.rowcount == 1
+
+        return await self.store.run(op)
 
     async def unmark_sent(self, user_key: str, draft_id: str) -> bool:
         """Undo `mark_sent` after the server refused the message, so it can be fixed and sent again."""

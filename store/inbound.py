@@ -1,7 +1,8 @@
 """Inbound durability: seen platform ids (redelivery is a no-op) and the queue of accepted messages.
 
 A surface records an inbound here before acknowledging the platform; the runtime marks it done when
-its turn has finished. Pending rows at start-up are turns a crash interrupted, and are run again.
+its turn has finished. A pending row is owned by the process that accepted it, under a lease it renews
+(`store.leases`); recovery takes over only pending rows whose owner has stopped, and runs them again.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 from sqlite_utils import Database
 
 from store.db import Store
+from store.leases import OWNER, lease_until, takeable
 from store.records import Inbound, iso, utcnow
 
 
@@ -27,8 +29,9 @@ class InboundLog:
                     if cur.rowcount == 0:
                         return None
                 cur = db.execute(
-                    "INSERT INTO inbound_queue (key, payload, state, created_at) VALUES (?, ?, 'pending', ?)",
-                    [key, inbound.model_dump_json(), now],
+                    "INSERT INTO inbound_queue (key, payload, state, created_at, owner, lease_until)"
+                    " VALUES (?, ?, 'pending', ?, ?, ?)",
+                    [key, inbound.model_dump_json(), now, OWNER, lease_until()],
                 )
                 return int(cur.lastrowid or 0)
 
@@ -42,10 +45,23 @@ class InboundLog:
     async def done(self, queue_id: int) -> None:
         await self.store.run(lambda db: db.execute("UPDATE inbound_queue SET state = 'done' WHERE id = ?", [queue_id]))
 
-    async def pending(self) -> list[tuple[int, Inbound]]:
+    async def take_over(self) -> list[tuple[int, Inbound]]:
+        """Claim the pending inbounds whose owner has stopped (see `store.leases.takeable`) for this
+        process, and return them; work a live process owns is left alone."""
+
         def op(db: Database) -> list[tuple[int, Inbound]]:
-            rows = db.execute("SELECT id, payload FROM inbound_queue WHERE state = 'pending' ORDER BY id").fetchall()
-            return [(r[0], Inbound.model_validate_json(r[1])) for r in rows]
+            rows = db.execute("SELECT id, payload, owner, lease_until FROM inbound_queue"
+                              " WHERE state = 'pending' ORDER BY id").fetchall()
+            taken = []
+            for queue_id, payload, owner, until in rows:
+                if not takeable(owner, until):
+                    continue
+                cur = db.execute(  # conditional on the owner we saw: two recoverers cannot both win
+                    "UPDATE inbound_queue SET owner = ?, lease_until = ? WHERE id = ? AND state = 'pending'"
+                    " AND owner IS ?", [OWNER, lease_until(), queue_id, owner])
+                if cur.rowcount == 1:
+                    taken.append((queue_id, Inbound.model_validate_json(payload)))
+            return taken
 
         return await self.store.run(op)
 

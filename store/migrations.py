@@ -312,7 +312,39 @@ def m010_summaries_searchable(db: Database) -> None:
 
 
 @MIGRATIONS()
-def m011_outbox_revision(db: Database) -> None:
+def m011_exactly_once(db: Database) -> None:
+    """The tool-call journal, owners and leases on running work, bound approval payloads, and one
+    approval per tool call."""
+    db.executescript(
+        """
+        CREATE TABLE tool_journal (
+            session_id TEXT NOT NULL,
+            turn_id TEXT NOT NULL,
+            tool_call_id TEXT NOT NULL,
+            tool TEXT NOT NULL,
+            args_sha256 TEXT NOT NULL,
+            owner TEXT NOT NULL,            -- host/pid/start of the process that ran it
+            state TEXT NOT NULL,            -- started | done | unknown
+            started_at TEXT NOT NULL,
+            finished_at TEXT,
+            message_id INTEGER,             -- the tool-result row that completed it
+            PRIMARY KEY (session_id, turn_id, tool_call_id)
+        );
+        ALTER TABLE inbound_queue ADD COLUMN owner TEXT;
+        ALTER TABLE inbound_queue ADD COLUMN lease_until TEXT;
+        ALTER TABLE approvals ADD COLUMN turn_id TEXT;
+        ALTER TABLE approvals ADD COLUMN payload_json TEXT;     -- the exact effect the preview showed
+        ALTER TABLE approvals ADD COLUMN payload_sha256 TEXT;
+        ALTER TABLE approvals ADD COLUMN owner TEXT;            -- who is executing it
+        ALTER TABLE approvals ADD COLUMN lease_until TEXT;
+        CREATE UNIQUE INDEX approvals_call ON approvals(session_id, turn_id, tool_call_id);
+        CREATE INDEX inbound_pending ON inbound_queue(state);
+        """
+    )
+
+
+@MIGRATIONS()
+def m012_outbox_revision(db: Database) -> None:
     """A streamed reply rewrites its outbox row as the text grows; the revision tells the dispatcher
     whether the text it delivered is still the row's latest."""
     db.execute("ALTER TABLE outbox ADD COLUMN revision INTEGER NOT NULL DEFAULT 0")

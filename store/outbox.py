@@ -43,19 +43,7 @@ class Outbox:
 
     async def enqueue(self, outbound: Outbound, dedupe_key: str | None = None) -> int:
         """Add a message; with a dedupe key seen before, returns the existing row's id instead."""
-
-        def op(db: Database) -> int:
-            cur = db.execute(
-                "INSERT OR IGNORE INTO outbox (dedupe_key, surface, chat_id, thread_id, payload, state, created_at)"
-                " VALUES (?, ?, ?, ?, ?, 'pending', ?)",
-                [dedupe_key, outbound.origin.surface, outbound.origin.chat_id, outbound.origin.thread_id,
-                 outbound.model_dump_json(), iso(utcnow())],
-            )
-            if cur.rowcount:
-                return int(cur.lastrowid or 0)
-            return int(db.execute("SELECT id FROM outbox WHERE dedupe_key = ?", [dedupe_key]).fetchone()[0])
-
-        return await self.store.run(op)
+        return await self.store.run(lambda db: add_outbound(db, outbound, dedupe_key))
 
     async def put(self, outbound: Outbound, dedupe_key: str) -> int:
         """Make `outbound` the content of the row for `dedupe_key`: insert it, or rewrite that row (pending
@@ -126,3 +114,17 @@ class Outbox:
             " sum(state = 'failed') AS failed,"
             " min(CASE WHEN state = 'pending' THEN created_at END) AS oldest_pending_at"
             " FROM outbox WHERE state != 'sent' GROUP BY surface ORDER BY surface")])
+
+
+def add_outbound(db: Database, outbound: Outbound, dedupe_key: str | None = None) -> int:
+    """`Outbox.enqueue` on the store thread, for a caller that writes the row in its own transaction
+    (an approval and its prompt). The caller wakes the dispatcher afterwards."""
+    cur = db.execute(
+        "INSERT OR IGNORE INTO outbox (dedupe_key, surface, chat_id, thread_id, payload, state, created_at)"
+        " VALUES (?, ?, ?, ?, ?, 'pending', ?)",
+        [dedupe_key, outbound.origin.surface, outbound.origin.chat_id, outbound.origin.thread_id,
+         outbound.model_dump_json(), iso(utcnow())],
+    )
+    if cur.rowcount:
+        return int(cur.lastrowid or 0)
+    return int(db.execute("SELECT id FROM outbox WHERE dedupe_key = ?", [dedupe_key]).fetchone()[0])

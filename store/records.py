@@ -198,6 +198,11 @@ class ApprovalRecord(BaseModel):
     reason: str | None = None
     result: str | None = None
     prompt_refs: list[int] = Field(default_factory=list)  # outbox ids of the prompt messages
+    turn_id: str | None = None  # with session_id and tool_call_id: the one call this approval is for
+    payload_json: str | None = None  # canonical JSON of the exact effect the preview showed
+    payload_sha256: str | None = None
+    owner: str | None = None  # the process executing it (store.leases), and until when
+    lease_until: str | None = None
 
 
 class AutomationRecord(BaseModel):

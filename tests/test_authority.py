@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from gateway import admin
+from gateway import admin, checkpoints
 from gateway.doctor import doctor
 from gateway.redaction import RedactingFilter, redact
 from store.access import AccessRepo
@@ -196,8 +196,17 @@ async def test_a_rerun_turn_still_knows_it_read_outside_content(console: Console
     what it read is in its stored tool rows."""
     rt = console.gw.runtime
     session = await rt.sessions.get_or_create("console:rerun", console.console.origin, "console:owner")
-    model.script(tool_call("session_search", {"query": "anything"}), reply("first run ends here"))
-    await rt.model_turn(session, "in-rerun", user_text="what did we say about it? remember it")
+    model.script(tool_call("session_search", {"query": "anything"}))
+    calls = 0
+
+    async def stop_before_the_second_model_call() -> None:  # the process stops after the search's result
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            raise RuntimeError("stopped")
+
+    with checkpoints.intercept("model.before_call", stop_before_the_second_model_call), pytest.raises(RuntimeError):
+        await rt.model_turn(session, "in-rerun", user_text="what did we say about it? remember it")
     model.script(tool_call("memory", {"action": "add", "target": "notes", "content": "x"}), reply("ok"))
     await rt.model_turn(session, "in-rerun", user_text="what did we say about it? remember it")
     [held] = await Approvals(console.gw.store).list(("pending",))

@@ -287,7 +287,7 @@ async def test_prompt_automations_deliver_the_reply_or_a_failure_notice(make, de
     asked: list[AutomationRecord] = []
     failing = False
 
-    async def run_prompt(rec: AutomationRecord) -> str:
+    async def run_prompt(rec: AutomationRecord, slot: str) -> str:
         asked.append(rec)
         if failing:
             raise RuntimeError("model unavailable")

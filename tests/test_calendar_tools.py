@@ -185,13 +185,23 @@ async def test_create_previews_then_adds_exactly_that_event(store: Store, caldav
     # 26 October: Berlin's clocks go back at 03:00, so two wall-clock hours last three real ones.
     assert "  when: Sun 26 Oct 2025 01:30 CEST–03:30 CET" in shown.text
     assert "  location: HQ" in shown.text and "  attendees: ceo@example.com" in shown.text
-    assert shown.binding == {"calendar": fresh_calendar}
+    assert shown.payload["href"].startswith(fresh_calendar) and shown.payload["etag"] is None
+    assert "SUMMARY:Board meeting" in shown.payload["source"]
     before = caldav_server.etags(fresh_calendar)
     result = await call(cal_tools.calendar_create, ctx, **args)
     after = caldav_server.etags(fresh_calendar)
     added = set(after) - set(before)
     assert len(added) == 1 and {h: after[h] for h in before} == before
     event = await client.get_event_at(added.pop())
+    # Approving that preview writes exactly its event, and only where none exists yet: a second run of
+    # the same approved write is refused instead of creating a twin.
+    assert cal_tools.calendar_create.effector is not None
+    await cal_tools.calendar_create.effector(ctx, None, shown.payload)  # type: ignore[arg-type]
+    shown_uid = shown.payload["uid"]
+    assert (await client.get_event(shown_uid)).summary == "Board meeting"
+    with pytest.raises(ToolError):
+        await cal_tools.calendar_create.effector(ctx, None, shown.payload)  # type: ignore[arg-type]
+    assert len(set(caldav_server.etags(fresh_calendar)) - set(before)) == 2
     assert result.startswith(f"Created id={event.uid} version={event.version}")
     assert (event.summary, event.location, event.attendees) == ("Board meeting", "HQ", ("ceo@example.com",))
     assert event.start == datetime(2025, 10, 26, 1, 30, tzinfo=BERLIN) and event.start.tzinfo == BERLIN
@@ -214,7 +224,8 @@ async def test_update_previews_before_and_after_then_changes_only_that(
         'Change "Dentist" (Wed 12 Mar 2025 15:00–15:45 CET) in ' + old.calendar + ":",
         "  title: Dentist -> Dentist (check-up)",
         "  when: Wed 12 Mar 2025 15:00–15:45 CET -> Wed 12 Mar 2025 16:30–17:15 CET"]
-    assert shown.binding == {"href": old.href, "etag": old.etag}
+    assert (shown.payload["href"], shown.payload["etag"]) == (old.href, old.etag)
+    assert "SUMMARY:Dentist (check-up)" in shown.payload["source"]
     before = caldav_server.etags(fresh_calendar)
     result = await call(cal_tools.calendar_update, ctx, **args)
     after = caldav_server.etags(fresh_calendar)
@@ -233,7 +244,7 @@ async def test_cancel_previews_then_deletes_only_that_event(
     shown = await preview(cal_tools.calendar_cancel, ctx, event_id="team-sync", version=sync.version)
     assert shown.text.startswith("Cancel (delete) this event:\n  title: Team sync\n"
                                  "  when: Mon 03 Mar 2025 10:00–11:00 CET")
-    assert shown.binding == {"href": sync.href, "etag": sync.etag}
+    assert (shown.payload["href"], shown.payload["etag"]) == (sync.href, sync.etag)
     before = caldav_server.etags(fresh_calendar)
     result = await call(cal_tools.calendar_cancel, ctx, event_id="team-sync", version=sync.version)
     after = caldav_server.etags(fresh_calendar)
@@ -257,7 +268,10 @@ async def test_an_event_changed_after_the_preview_is_refused(
         http.put(f"{fresh_calendar}dentist.ics", content=moved).raise_for_status()
     changed = caldav_server.etags(fresh_calendar)
     at_execution = await preview(tool, ctx, **args)
-    assert at_execution.binding != at_prompt.binding
+    assert at_execution.payload["etag"] != at_prompt.payload["etag"]
+    assert tool.effector is not None
+    with pytest.raises(ToolError, match="^the event changed on the server since you approved; nothing was changed$"):
+        await tool.effector(ctx, None, at_prompt.payload)  # type: ignore[arg-type]
     assert "Warning: the event changed on the server" in at_execution.text
     with pytest.raises(ToolError, match="^the event changed on the server since you approved; nothing was changed$"):
         await call(tool, ctx, **args)

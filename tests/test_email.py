@@ -313,8 +313,9 @@ async def test_drafts_change_until_sent_and_are_claimed_once(store: Store) -> No
     assert await drafts.update("console:other", draft.id, {"subject": "theirs"}) is None
     updated = await drafts.update("console:owner", draft.id, {"subject": "two"})
     assert updated is not None and updated.message == {"subject": "two"} and updated.state == "draft"
-    assert await drafts.mark_sent("console:owner", draft.id)
-    assert not await drafts.mark_sent("console:owner", draft.id)
+    assert not await drafts.claim("console:owner", draft.id, {"subject": "one"})  # not what it holds now
+    assert await drafts.claim("console:owner", draft.id, {"subject": "two"})
+    assert not await drafts.claim("console:owner", draft.id, {"subject": "two"})
     assert await drafts.update("console:owner", draft.id, {"subject": "three"}) is None
     got = await drafts.get("console:owner", draft.id)
     assert got is not None and (got.state, got.message) == ("sent", {"subject": "two"})

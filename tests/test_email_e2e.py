@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from gateway import checkpoints
 from store.approvals import Approvals
 from store.drafts import Drafts
 from tests.fixtures.mail import USER, MailServers, SmtpRecorder
@@ -201,7 +202,8 @@ async def test_a_draft_edited_after_the_prompt_is_not_sent_by_that_approval(mail
     out = await mailer.say(f"/approve {approval_id}")
     rec = await Approvals(mailer.gw.store).get(approval_id)
     assert rec is not None and rec.state == "failed" and rec.result is not None
-    assert "has changed since" in rec.result and "has changed since" in out
+    assert "changed after this send was approved; nothing was sent" in rec.result
+    assert "❌ Approved — failed" in out and "nothing was sent" in out
     assert smtp_recorder.received == [] and await draft_state(mailer, draft_id) == "draft"
 
     # A fresh prompt shows the revised message; approving that one sends the revision.
@@ -211,6 +213,26 @@ async def test_a_draft_edited_after_the_prompt_is_not_sent_by_that_approval(mail
     (got,) = smtp_recorder.received
     assert got.rcpt_tos == ["mallory@example.net", "carol@example.com", "audit@example.org"]
     assert body_of(got) == "Different text.\n"
+
+
+async def test_a_draft_revised_between_the_claim_and_the_send_goes_out_as_approved_or_not_at_all(
+        mailer, model, smtp_recorder: SmtpRecorder):
+    """The forced interleaving of issue 13 item 3: the draft is rewritten at the instant the approved
+    call starts executing (after its claim, before the effect), the way a concurrent turn could."""
+    draft_id, approval_id, _ = await held(mailer, model)
+
+    async def revise() -> None:
+        assert await Drafts(mailer.gw.store).update(OWNER, draft_id, {
+            **(await Drafts(mailer.gw.store).get(OWNER, draft_id)).message,
+            "to": ["mallory@evil.example"], "body": "Wire 5000 EUR"}) is not None
+
+    with checkpoints.intercept("approval.claimed", revise):
+        await mailer.say(f"/approve {approval_id}")
+    assert smtp_recorder.received == []  # the approved text no longer exists: nothing went out
+    rec = await Approvals(mailer.gw.store).get(approval_id)
+    assert rec is not None and rec.state == "failed" and "nothing was sent" in (rec.result or "")
+
+    assert await draft_state(mailer, draft_id) == "draft"  # the revision is kept, unsent, for a new approval
 
 
 async def test_asking_to_send_a_sent_draft_again_is_refused_without_a_prompt(mailer, model,

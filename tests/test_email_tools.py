@@ -33,8 +33,8 @@ async def preview(ctx: RecordingContext, **args: Any) -> Preview:
     return await email_send.previewer(ctx, email_send.args_model.model_validate(args))
 
 
-def binding_hash(p: Preview) -> str:
-    return hashlib.sha256(dumps(p.binding).encode()).hexdigest()
+def payload_hash(p: Preview) -> str:
+    return hashlib.sha256(dumps(p.payload).encode()).hexdigest()
 
 
 def draft_id_of(result: str) -> str:
@@ -189,7 +189,7 @@ async def test_send_delivers_exactly_the_stored_draft_once(ctx: RecordingContext
     assert shown.text == (f"Send this email (draft {draft_id}):\n\nFrom: Owner Example <owner@example.test>\n"
                           "To: Bob <bob@example.net>\nCc: carol@example.com\nBcc: audit@example.org\n"
                           f"Subject: Numbers for Q1\n\n{LONG_BODY}")
-    assert shown.binding == {"draft_id": draft_id, "message": stored.message}
+    assert shown.payload == {"draft_id": draft_id, "message": stored.message}
 
     outcome = await call(email_send, ctx, draft_id=draft_id)
     assert stored.message["message_id"] in outcome and outcome.startswith('Sent "Numbers for Q1" to bob@example.net')
@@ -231,23 +231,38 @@ async def test_smtp_down_is_a_clear_tool_error(ctx_smtp_down: RecordingContext, 
     assert smtp_recorder.received == []
 
 
-async def test_editing_a_draft_changes_the_preview_binding(ctx: RecordingContext) -> None:
+async def test_editing_a_draft_changes_the_preview_payload(ctx: RecordingContext) -> None:
     draft_id = draft_id_of(await call(email_draft, ctx, to=["bob@example.net"], subject="Plan", body="Version 1"))
     before = await preview(ctx, draft_id=draft_id)
-    assert binding_hash(await preview(ctx, draft_id=draft_id)) == binding_hash(before)  # stable while unchanged
+    assert payload_hash(await preview(ctx, draft_id=draft_id)) == payload_hash(before)  # stable while unchanged
     revised = await call(email_draft, ctx, draft_id=draft_id, body="Version 2")
     assert draft_id_of(revised) == draft_id and "Subject: Plan\n\nVersion 2" in revised
     after = await preview(ctx, draft_id=draft_id)
-    assert binding_hash(after) != binding_hash(before) and "Version 2" in after.text
-    assert after.binding["message"]["message_id"] == before.binding["message"]["message_id"]
+    assert payload_hash(after) != payload_hash(before) and "Version 2" in after.text
+    assert after.payload["message"]["message_id"] == before.payload["message"]["message_id"]
+
+
+async def test_the_effect_sends_the_approved_payload_or_nothing(ctx: RecordingContext,
+                                                                 smtp_recorder: SmtpRecorder) -> None:
+    assert email_send.effector is not None
+    draft_id = draft_id_of(await call(email_draft, ctx, to=["anna@example.net"], subject="Lunch",
+                                      body="See you at 12"))
+    approved = (await preview(ctx, draft_id=draft_id)).payload
+    await call(email_draft, ctx, draft_id=draft_id, to=["mallory@evil.example"], body="Wire 5000 EUR")
+    with pytest.raises(ToolError, match="changed after this send was approved; nothing was sent"):
+        await email_send.effector(ctx, email_send.args_model.model_validate({"draft_id": draft_id}), approved)
+    assert smtp_recorder.received == [] and await state_of(ctx, draft_id) == "draft"
+    inline = (await preview(ctx, to=["anna@example.net"], subject="Lunch", body="See you at 12")).payload
+    await email_send.effector(ctx, email_send.args_model.model_validate({}), inline)
+    (got,) = smtp_recorder.received
+    assert (got.rcpt_tos, got.message["Message-ID"]) == (["anna@example.net"], inline["message"]["message_id"])
 
 
 async def test_inline_send_stores_a_draft_then_sends_it(ctx: RecordingContext, smtp_recorder: SmtpRecorder) -> None:
     args = {"to": ["bob@example.net"], "subject": "Quick note", "body": "See you at 5."}
     shown = await preview(ctx, **args)
     assert shown.text.endswith("To: bob@example.net\nSubject: Quick note\n\nSee you at 5.")
-    assert binding_hash(await preview(ctx, **args)) == binding_hash(shown)
-    assert binding_hash(await preview(ctx, **{**args, "body": "See you at 6."})) != binding_hash(shown)
+    assert shown.payload["draft_id"] is None and shown.payload["message"]["body"] == "See you at 5."
     await call(email_send, ctx, **args)
     (got,) = smtp_recorder.received
     rows = await ctx.store.run(lambda db: list(db["email_drafts"].rows))

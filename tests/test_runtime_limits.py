@@ -107,13 +107,16 @@ async def test_context_stays_bounded_turn_after_turn(start_console, make_config,
 
 async def test_an_inbound_recovered_twice_runs_once(start_console, make_config, model):
     from store.inbound import InboundLog
-    from store.records import Inbound
+    from store.records import Inbound, iso, utcnow
 
     cfg = make_config()
     first = await start_console(cfg)
     await first.gw.stop()
     async with __import__("store").Store(cfg.store_path) as store:  # recorded, never run (a crash)
         await InboundLog(store).accept(Inbound(surface="console", chat_id="local", user_id="owner", text="hi"), "k1")
+        # ... by a process that has stopped: its lease lapsed (store.leases)
+        await store.run(lambda db: db.execute("UPDATE inbound_queue SET owner = 'gone/1/1', lease_until = ?",
+                                              [iso(utcnow())]))
     second = await start_console(cfg)  # start() recovers it ...
     await second.gw.runtime.recover()  # ... and a second recovery while it runs must not run it again
     await second.gw.idle()

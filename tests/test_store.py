@@ -38,9 +38,14 @@ async def test_inbound_redelivery_is_a_noop(store):
     first = await log.accept(msg, "telegram:update:5")
     second = await log.accept(msg, "telegram:update:5")
     assert first is not None and second is None
-    assert [i for i, _ in await log.pending()] == [first]
+    assert await log.take_over() == []  # this process's own, running here
+    await store.run(lambda db: db.execute("UPDATE inbound_queue SET owner = 'elsewhere/1/1', lease_until = ?",
+                                          [iso(utcnow())]))  # another host's, its lease lapsed
+    assert [i for i, _ in await log.take_over()] == [first]
+    assert await log.take_over() == []  # now ours
     await log.done(first)
-    assert await log.pending() == []
+    await store.run(lambda db: db.execute("UPDATE inbound_queue SET owner = NULL"))
+    assert await log.take_over() == []  # done: nothing to take
 
 
 async def test_outbox_dedupe_key_enqueues_once(store):
@@ -58,6 +63,7 @@ async def test_approval_decided_once_under_concurrency(store):
     await appr.create(ApprovalRecord(
         id="ap1", session_id="s", origin=Origin(surface="console", chat_id="c"), requester="console:me",
         deciders=["console:me"], tool="t", tool_call_id="c1", args_json="{}", args_sha256="x", execution="confirm",
-        preview="p", state="pending", created_at=now, expires_at=now))
+        preview="p", state="pending", created_at=now, expires_at=now),
+        Outbound(origin=Origin(surface="console", chat_id="c"), text="approve?"))
     results = await asyncio.gather(*[appr.transition("ap1", ("pending",), "approved", "console:me") for _ in range(10)])
     assert sum(r is not None for r in results) == 1

@@ -90,14 +90,23 @@ class ToolError(Exception):
 
 
 class Preview(BaseModel):
-    """What an approval prompt shows, and what it binds beyond the arguments.
+    """What an approval prompt shows, what it binds, and the exact effect it stands for.
 
-    `binding` is hashed into the approval; before executing, the runtime asks for the preview again and
-    refuses if the binding changed (a draft edited after the prompt, a calendar event whose ETag moved).
+    - `text` is what the owner reads.
+    - `payload` (JSON-able) is the complete effect the text shows: for email the whole message (from,
+      recipients, subject, body, threading headers, Message-ID); for a calendar change the event data
+      and the ETag it applies to; for a file write the content and the file's hash. The approval stores
+      it with its SHA-256, and when the tool has an `effect` function, Approve runs that function with
+      this stored payload, so no later read can change what goes out. The effect claims its target
+      conditionally on the payload (the draft row still holding that message, If-Match on that ETag,
+      the file still having that hash) and refuses, having done nothing, when the target moved.
+    - `binding`, for a tool without an effect function: hashed into the approval; before executing,
+      the preview is built again and the call is refused if the binding changed.
     """
 
     text: str
     binding: Any = None
+    payload: Any = None
 
 
 class ToolContext(Protocol):
@@ -147,6 +156,7 @@ class ToolContext(Protocol):
 
 Handler = Callable[..., Awaitable[Any]]
 PreviewFn = Callable[[ToolContext, BaseModel], Awaitable[Preview]]
+EffectFn = Callable[[ToolContext, BaseModel, Any], Awaitable[Any]]
 CallPolicyFn = Callable[[ToolContext, BaseModel], ExecutionPolicy]
 
 
@@ -161,6 +171,7 @@ class Tool:
     handler: Handler
     descriptor: Descriptor
     previewer: PreviewFn | None = None
+    effector: EffectFn | None = None
     requires: str | None = None  # a service without which this one tool is absent (its toolset stays)
     call_policy_fn: CallPolicyFn | None = None
     # A JSON schema given as is (an MCP server's `inputSchema`), sent instead of the args model's; the
@@ -190,6 +201,30 @@ class Tool:
     def preview(self, fn: PreviewFn) -> PreviewFn:
         """Decorator: register the approval preview for this tool."""
         self.previewer = fn
+        return fn
+
+    def effect(self, fn: EffectFn) -> EffectFn:
+        """Decorator: register `async def fn(ctx, args, payload)`, which performs this tool's side effect
+        from the `Preview.payload` the owner approved (and returns the result, like the handler).
+
+        An approved call then runs `fn` with the stored payload instead of the handler; the handler stays
+        what a call that needs no approval runs, and usually builds the payload as the preview does and
+        passes it to the same function, so there is one code path for the effect:
+
+            @TOOLSET.tool(risk=Risk.RUNTIME_HIGH, approval=ApprovalPolicy.ALWAYS, execution=ExecutionPolicy.CONFIRM)
+            async def file_write(ctx, path: str, content: str) -> str:
+                return await _write(ctx, None, await _payload(ctx, path, content))
+
+            @file_write.preview
+            async def _preview(ctx, args) -> Preview:
+                payload = await _payload(ctx, args.path, args.content)  # content + the file's current hash
+                return Preview(text=..., payload=payload)
+
+            @file_write.effect
+            async def _write(ctx, args, payload) -> str:
+                ...  # write payload["content"] only if the file still has payload["sha256"]
+        """
+        self.effector = fn
         return fn
 
     def call_policy(self, fn: CallPolicyFn) -> CallPolicyFn:

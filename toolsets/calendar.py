@@ -5,9 +5,11 @@ Times the model gives without a zone are read in the owner's zone, and new event
 zone's TZID, so a weekly meeting stays at its hour across DST changes.
 
 Create, update and cancel wait for the owner's Approve. Their previews show the event (and, for an
-update, each field's before -> after); the binding of an update or cancel holds the event's ETag, so an
-event changed on the server after the prompt makes the runtime refuse. The handlers also write with
-If-Match on the version the model named, so a change that races past that check still fails cleanly.
+update, each field's before -> after); their payload is the exact write: the whole iCalendar resource
+and where it goes, with the ETag it applies to. The approved effect performs that write conditionally —
+If-Match on that ETag (If-None-Match for a new event, so it cannot be created twice) — so an event
+changed on the server after the prompt is refused, never overwritten. Without approval (a governance
+override) the handlers build the same payload, checking the version the model named, and write it.
 """
 
 from __future__ import annotations
@@ -193,11 +195,26 @@ def _fields_of(tz: ZoneInfo, args: BaseModel) -> EventFields:
 # -- previews: what an approval shows and binds -----------------------------------------------------
 
 async def _preview_new(ctx: ToolContext, fields: EventFields, calendar: str | None) -> Preview:
+    client = _client(ctx)
     with _errors():
-        cal = await _client(ctx).calendar(calendar)
+        cal = await client.calendar(calendar)
         event = ical.new_event(fields)
     text = f"Create an event in {cal.name}:\n{_card(event, ctx.tz)}"
-    return Preview(text=text, binding={"calendar": cal.url})
+    return Preview(text=text, payload={"href": client.href_for(cal, event.uid), "etag": None, "uid": event.uid,
+                                       "calendar": cal.name, "source": event.source})
+
+
+def _update_payload(before: Event, after: Event, tz: ZoneInfo) -> dict[str, Any]:
+    if not before.etag:
+        raise ToolError(f"the server gave no version (ETag) for event {before.uid!r}; not changing it blindly")
+    return {"href": before.href, "etag": before.etag, "uid": before.uid, "calendar": before.calendar,
+            "source": after.source, "changes": _diff(before, after, tz)}
+
+
+def _cancel_payload(event: Event, tz: ZoneInfo) -> dict[str, Any]:
+    if not event.etag:
+        raise ToolError(f"the server gave no version (ETag) for event {event.uid!r}; not deleting it blindly")
+    return {"href": event.href, "etag": event.etag, "summary": event.summary, "when": _when(event, tz)}
 
 
 async def _changed(ctx: ToolContext, event_id: str, calendar: str | None, fields: EventFields) -> tuple[Event, Event]:
@@ -332,9 +349,7 @@ async def calendar_create(ctx: ToolContext, title: Title, start: When, end: When
     """
     fields = _fields(ctx.tz, title=title, start=start, end=end, location=location, description=description,
                      attendees=attendees, repeat=repeat)
-    with _errors():
-        event = await _client(ctx).create_event(fields, calendar)
-    return f"Created {_ref(event)}:\n{_card(event, ctx.tz)}"
+    return await _put(ctx, None, (await _preview_new(ctx, fields, calendar)).payload)
 
 
 @TOOLSET.tool(**_MUTATION)
@@ -365,8 +380,8 @@ async def calendar_update(ctx: ToolContext, event_id: str, version: str, title: 
                         "attendees, repeat")
     with _errors():
         before = await _current(ctx, event_id, version, calendar)
-        after = await _client(ctx).update_event(before, fields)
-    return f"Updated {_ref(after)}:\n" + "\n".join(_diff(before, after, ctx.tz))
+        after = ical.apply_changes(before, fields)
+    return await _put(ctx, None, _update_payload(before, after, ctx.tz))
 
 
 @TOOLSET.tool(**_MUTATION)
@@ -381,8 +396,27 @@ async def calendar_cancel(ctx: ToolContext, event_id: str, version: str, calenda
     """
     with _errors():
         event = await _current(ctx, event_id, version, calendar)
-        await _client(ctx).delete_event(event)
-    return f"Cancelled \"{event.summary}\" ({_when(event, ctx.tz)})."
+    return await _delete(ctx, None, _cancel_payload(event, ctx.tz))
+
+
+@calendar_create.effect
+@calendar_update.effect
+async def _put(ctx: ToolContext, args: Any, payload: dict[str, Any]) -> str:
+    """Write the payload's event: created only where none exists, updated only over the ETag shown."""
+    with _errors():
+        event = await _client(ctx).put_event(payload["href"], payload["source"], payload["uid"], payload["calendar"],
+                                             etag=payload["etag"])
+    if payload["etag"] is None:
+        return f"Created {_ref(event)}:\n{_card(event, ctx.tz)}"
+    return f"Updated {_ref(event)}:\n" + "\n".join(payload["changes"])
+
+
+@calendar_cancel.effect
+async def _delete(ctx: ToolContext, args: Any, payload: dict[str, Any]) -> str:
+    """Delete the payload's event, only while it is still at the ETag shown."""
+    with _errors():
+        await _client(ctx).delete_at(payload["href"], payload["etag"])
+    return f"Cancelled \"{payload['summary']}\" ({payload['when']})."
 
 
 @calendar_create.preview
@@ -394,7 +428,7 @@ async def _preview_create(ctx: ToolContext, args: Any) -> Preview:
 async def _preview_update(ctx: ToolContext, args: Any) -> Preview:
     before, after = await _changed(ctx, args.event_id, args.calendar, _fields_of(ctx.tz, args))
     text = _change(before, after, ctx.tz) + _stale(before, args.version)
-    return Preview(text=text, binding={"href": before.href, "etag": before.etag})
+    return Preview(text=text, payload=_update_payload(before, after, ctx.tz))
 
 
 @calendar_cancel.preview
@@ -402,4 +436,4 @@ async def _preview_cancel(ctx: ToolContext, args: Any) -> Preview:
     with _errors():
         event = await _client(ctx).get_event(args.event_id, args.calendar)
     text = f"Cancel (delete) this event:\n{_card(event, ctx.tz)}" + _stale(event, args.version)
-    return Preview(text=text, binding={"href": event.href, "etag": event.etag})
+    return Preview(text=text, payload=_cancel_payload(event, ctx.tz))

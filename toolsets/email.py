@@ -2,9 +2,10 @@
 
 Sending is two steps on purpose. `email_draft` stores a complete message (recipients, subject, body,
 threading headers and a Message-ID fixed now) and sends nothing. `email_send` waits for the owner's
-Approve; its preview shows from, to, cc, bcc, subject and the whole body, and binds the stored message,
-so a draft edited after the prompt no longer matches and that approval cannot send it. The handler sends
-the stored message as it is, once: it claims the draft (draft -> sent) before talking to the server.
+Approve; its preview shows from, to, cc, bcc, subject and the whole body, and its payload is that whole
+message. The approved effect sends exactly the payload, once: it claims the draft (draft -> sent) only
+while the draft still holds that very message, before talking to the server, so a draft revised after
+the prompt — even in the instant before the send — makes the approval send nothing.
 """
 
 from __future__ import annotations
@@ -253,21 +254,40 @@ async def email_send(
         subject: Subject line.
         body: The message text (plain text).
     """
+    return await _send(ctx, None, await _send_payload(ctx, draft_id, to, cc, bcc, subject, body))
+
+
+async def _send_payload(ctx: ToolContext, draft_id: str | None, to: Addresses, cc: Addresses, bcc: Addresses,
+                        subject: str | None, body: str | None) -> dict[str, Any]:
+    """The whole effect of an email_send call: the draft it sends (None for an inline message) and the
+    complete message, an inline one given its Message-ID now."""
+    client = _client(ctx)
+    record, message = await _outgoing(ctx, client, new_message_id(client.settings.from_address), draft_id,
+                                      to, cc, bcc, subject, body)
+    return {"draft_id": record.id if record else None,
+            "message": record.message if record else message.model_dump()}
+
+
+@email_send.effect
+async def _send(ctx: ToolContext, args: Any, payload: dict[str, Any]) -> str:
+    """Send the payload's message as it is, once."""
     client, drafts = _client(ctx), Drafts(ctx.store)
-    message_id = new_message_id(client.settings.from_address)
-    record, message = await _outgoing(ctx, client, message_id, draft_id, to, cc, bcc, subject, body)
-    if record is None:
-        record = await drafts.create(ctx.user_key, message.model_dump())
-    if not await drafts.mark_sent(ctx.user_key, record.id):  # someone else's send got there first
-        raise ToolError(f"draft {record.id} was already sent; it will not be sent again")
+    message = OutgoingMessage.model_validate(payload["message"])
+    draft_id = payload["draft_id"] or (await drafts.create(ctx.user_key, payload["message"])).id
+    if not await drafts.claim(ctx.user_key, draft_id, payload["message"]):
+        current = await drafts.get(ctx.user_key, draft_id)
+        if current is not None and current.state == "draft":
+            raise ToolError(f"draft {draft_id} changed after this send was approved; nothing was sent. "
+                            "Ask the owner to approve the new version")
+        raise ToolError(f"draft {draft_id} was already sent or is gone; it will not be sent again")
     try:
         result = await client.send(message.build(ctx.now()))
     except EmailError as exc:
         if exc.maybe_sent:
-            raise ToolError(f"{exc} (draft {record.id} is kept as sent so it cannot go out twice)") from None
-        await drafts.unmark_sent(ctx.user_key, record.id)
-        raise ToolError(f"not sent: {exc} (draft {record.id} is kept and can be sent once fixed)") from None
-    lines = [f"Sent \"{message.subject}\" to {', '.join(result.accepted)} (draft {record.id}, "
+            raise ToolError(f"{exc} (draft {draft_id} is kept as sent so it cannot go out twice)") from None
+        await drafts.unmark_sent(ctx.user_key, draft_id)
+        raise ToolError(f"not sent: {exc} (draft {draft_id} is kept and can be sent once fixed)") from None
+    lines = [f"Sent \"{message.subject}\" to {', '.join(result.accepted)} (draft {draft_id}, "
              f"Message-ID {result.message_id})."]
     lines += [f"Refused: {addr}: {why}" for addr, why in result.refused.items()]
     lines += [f"Copy {result.sent_copy}."] if result.sent_copy else []
@@ -293,11 +313,7 @@ async def _outgoing(ctx: ToolContext, client: EmailClient, message_id: str, draf
 
 @email_send.preview
 async def _preview_send(ctx: ToolContext, args: Any) -> Preview:
-    # An inline message gets its Message-ID when it is sent; its arguments are bound by the approval anyway.
-    record, message = await _outgoing(ctx, _client(ctx), "", args.draft_id, args.to, args.cc, args.bcc,
-                                      args.subject, args.body)
-    if record is None:
-        return Preview(text=f"Send this email:\n\n{message.preview()}",
-                       binding={"draft_id": None, "message": message.model_dump(exclude={"message_id"})})
-    return Preview(text=f"Send this email (draft {record.id}):\n\n{message.preview()}",
-                   binding={"draft_id": record.id, "message": record.message})
+    payload = await _send_payload(ctx, args.draft_id, args.to, args.cc, args.bcc, args.subject, args.body)
+    label = f" (draft {payload['draft_id']})" if payload["draft_id"] else ""
+    message = OutgoingMessage.model_validate(payload["message"])
+    return Preview(text=f"Send this email{label}:\n\n{message.preview()}", payload=payload)
