@@ -1,4 +1,4 @@
-"""Token usage, summed from the usage every model call stored on its assistant message."""
+"""Token usage, summed from the usage every model call stored on its row (replies and compaction summaries)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ class UsageRepo:
                      session_id: str | None = None) -> list[UsageTotal]:
         """Totals per (model, session kind) of calls made at or after `since` (ISO time), optionally for
         one user or one session."""
-        where, args = ["m.role = 'assistant'", "m.meta IS NOT NULL", "m.created_at >= ?"], [since]
+        where, args = ["m.role IN ('assistant', 'summary')", "m.meta IS NOT NULL", "m.created_at >= ?"], [since]
         if user_key is not None:
             where.append("m.user_key = ?")
             args.append(user_key)

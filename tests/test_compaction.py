@@ -1,6 +1,7 @@
 """Context compaction: what leaves the window is summarised after the reply, and the window starts with it."""
 
 from store.messages import Messages
+from store.usage import UsageRepo
 from store.records import MessageRecord, Origin
 from tests.fixtures.model import reply, status, tool_call
 from tests.support.model_wire import last_user_text
@@ -77,6 +78,9 @@ async def test_compact_command_summarises_now(console, model):
     convo = model.requests[-1].messages
     assert "SUMMARY: short chat about milk" in convo[1]["content"]
     assert [m["content"] for m in convo[2:]] == ["and eggs", "echo: and eggs", "anything else?"]
+    # the summary call's tokens count in /usage like any other model call
+    totals = await UsageRepo(console.gw.store).totals(since="")
+    assert sum(t.calls for t in totals) == len(model.requests) == 4
 
 
 async def test_a_failing_summariser_changes_nothing(start_console, make_config, model):
