@@ -6,26 +6,32 @@ means "all defaults"). The data directory is `$ANYY_HOME`, else `~/.local/share/
 
 from __future__ import annotations
 
-import ipaddress
 import os
-import re
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator
 
-from connectors.mcp_names import NameCollision, check_servers
-from connectors.web.hosts import normalise_pattern
+from gateway.config_base import Section
+from gateway.config_capabilities import (
+    ArtifactsConfig, DashboardConfig, McpConfig, McpServerConfig, SkillsConfig, SpeechConfig, SubagentsConfig,
+    TerminalConfig, TtsConfig, WebConfig, WorkspaceConfig,
+)
+
+# Callers import every section from here, wherever it is defined.
+__all__ = [
+    "AccessConfig", "ApprovalsConfig", "ArtifactsConfig", "CalendarConfig", "Config", "ConfigError", "ConsoleConfig",
+    "DashboardConfig", "EmailConfig", "GovernanceConfig", "McpConfig", "McpServerConfig", "ModelConfig",
+    "RuntimeConfig", "SkillsConfig", "SlackConfig", "SpeechConfig", "StoreConfig", "SubagentsConfig",
+    "TelegramConfig", "TerminalConfig", "ToolOverride", "TtsConfig", "WebConfig", "WorkspaceConfig", "config_path",
+    "data_dir", "load_config", "parse_config", "secret",
+]
 
 
 class ConfigError(Exception):
     """A config problem, phrased for a person: which file, which key, what is wrong."""
-
-
-class Section(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
 
 class ModelConfig(Section):
@@ -149,205 +155,8 @@ class CalendarConfig(Section):
     timeout_s: float = Field(30, gt=0)
 
 
-class SkillsConfig(Section):
-    roots: list[str] = Field(default_factory=list, description="read-only skill folders besides the managed root")
-
-
-class SubagentsConfig(Section):
-    max_depth: int = Field(2, ge=1, le=5)
-    max_concurrent: int = Field(3, ge=1, le=20, description="running helpers per user")
-    max_rounds: int = Field(8, ge=1, le=50)
-
-
-class WebConfig(Section):
-    """The web toolset. Without a [web] section: fetch and extract of public pages, no search."""
-
-    search: Literal["searxng", "brave", "tavily", "none"] = "none"
-    searxng_url: str = "http://127.0.0.1:8888"
-    api_key_env: str = Field("", description="for brave / tavily; default BRAVE_API_KEY / TAVILY_API_KEY")
-    allow_private_urls: bool = False
-    allowed_hosts: list[str] = Field(default_factory=list)
-    denied_hosts: list[str] = Field(default_factory=list)
-    max_bytes: int = Field(5_000_000, ge=10_000, le=100_000_000)
-    timeout_s: float = Field(20, gt=0, le=300)
-
-    @field_validator("allowed_hosts", "denied_hosts")
-    @classmethod
-    def _patterns(cls, v: list[str]) -> list[str]:
-        out = []
-        for pattern in v:
-            try:
-                out.append(normalise_pattern(pattern))
-            except ValueError as exc:
-                raise ValueError(f"{exc} (use 'example.com' or '*.example.com')") from None
-        return out
-
-    @field_validator("searxng_url")
-    @classmethod
-    def _url(cls, v: str) -> str:
-        if not v.startswith(("http://", "https://")):
-            raise ValueError(f"{v!r} is not an http(s) URL")
-        return v
-
-    @property
-    def key_env(self) -> str:
-        """The environment variable holding the search API key."""
-        return self.api_key_env or {"brave": "BRAVE_API_KEY", "tavily": "TAVILY_API_KEY"}.get(self.search, "")
-ExecutionName = Literal["direct", "audit", "confirm", "change_plan", "force_change_plan"]
-
-
-class McpServerConfig(Section):
-    """One MCP server: `command` (stdio child process) or `url` (streamable HTTP), not both."""
-
-    command: str = ""
-    args: list[str] = Field(default_factory=list)
-    env: dict[str, str] = Field(default_factory=dict)
-    url: str = ""
-    headers: dict[str, str] = Field(default_factory=dict)
-    policy: ExecutionName = "confirm"
-    keywords: list[str] = Field(default_factory=list)
-    enabled: bool = True
-    guests: bool = False
-    timeout_s: float = Field(30, gt=0)
-
-    @model_validator(mode="after")
-    def _one_transport(self) -> McpServerConfig:
-        if bool(self.command) == bool(self.url):
-            raise ValueError("set either command (a stdio server) or url (a streamable HTTP server)")
-        if self.url and (self.args or self.env):
-            raise ValueError("args and env are for stdio servers (command); an HTTP server takes headers")
-        if self.command and self.headers:
-            raise ValueError("headers are for HTTP servers (url); a stdio server takes env")
-        if self.url and not self.url.startswith(("http://", "https://")):
-            raise ValueError(f"url must start with http:// or https:// (got {self.url!r})")
-        return self
-
-
-class McpConfig(Section):
-    servers: dict[str, McpServerConfig] = Field(default_factory=dict)
-
-    @field_validator("servers")
-    @classmethod
-    def _names(cls, v: dict[str, McpServerConfig]) -> dict[str, McpServerConfig]:
-        try:
-            check_servers(v)
-        except NameCollision as exc:
-            raise ValueError(str(exc)) from None
-        return v
-
-    @property
-    def enabled(self) -> dict[str, McpServerConfig]:
-        return {name: s for name, s in self.servers.items() if s.enabled}
-
-    def env_references(self) -> set[str]:
-        """The variables `${VAR}` in any server's `env` or `headers` names: secrets, like `*_env` keys."""
-        values = [v for s in self.servers.values() for v in (*s.env.values(), *s.headers.values())]
-        return {m for v in values for m in re.findall(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", v)}
-
-
-class SpeechConfig(Section):
-    """Voice notes in: an OpenAI-compatible transcription endpoint (whisper.cpp server, speaches, OpenAI)."""
-
-    transcribe_url: str = ""  # POST {transcribe_url}/audio/transcriptions; empty = voice notes are not transcribed
-    transcribe_model: str = "whisper-1"
-    api_key_env: str = "ANYY_SPEECH_KEY"
-    timeout_s: float = Field(120, gt=0)
-
-
-class TtsConfig(Section):
-    """Voice notes out: the engine behind `text_to_speech` ("none" = the toolset is absent)."""
-
-    engine: Literal["espeak-ng", "openai", "none"] = "none"
-    url: str = ""  # for "openai": POST {url}/audio/speech (the key is [speech] api_key_env)
-    model: str = "tts-1"  # for "openai"
-    voice: str = "en"
-    timeout_s: float = Field(120, gt=0)
-
-
-class ArtifactsConfig(Section):
-    """Received attachments and produced files, kept under the data directory."""
-
-    retention_days: float = Field(30, gt=0)
-    max_file_mb: float = Field(20, gt=0)
-    max_daily_mb: float = Field(200, gt=0, description="per user per day, received and produced together")
-
-
 class ConsoleConfig(Section):
     user_id: str = "owner"
-
-
-class WorkspaceConfig(Section):
-    root: str = Field("", description="default: <data dir>/workspace, created on first use")
-    write_roots: list[str] = Field(default_factory=list, description="more directories writes may go to")
-
-
-class AllowRule(Section):
-    """An operator-added allowlist rule: `program` (and `subcommand`, when given) run without approval
-    as long as the rest of the command passes the metacharacter check."""
-
-    program: str = Field(min_length=1, pattern=r"^[A-Za-z0-9._+-]+$")
-    subcommand: str | None = Field(None, min_length=1, pattern=r"^[A-Za-z0-9._:+-]+$")
-
-
-class TerminalConfig(Section):
-    enabled: bool = True
-    sandbox: Literal["none", "bwrap"] = "none"
-    network: bool = True
-    timeout_s: float = Field(120, gt=0, le=3600)
-    allowlist: list[AllowRule] = Field(default_factory=list)
-
-    @model_validator(mode="after")
-    def _network_needs_sandbox(self) -> "TerminalConfig":
-        if not self.network and self.sandbox != "bwrap":
-            raise ValueError('network = false needs sandbox = "bwrap": without the sandbox commands always '
-                             "reach the network")
-        return self
-
-
-class DashboardConfig(Section):
-    enabled: bool = True
-    listen: str = "127.0.0.1:8765"
-    allow_remote: bool = False
-
-    @property
-    def host(self) -> str:
-        return split_listen(self.listen)[0]
-
-    @property
-    def port(self) -> int:
-        return split_listen(self.listen)[1]
-
-    @field_validator("listen")
-    @classmethod
-    def _listen(cls, v: str) -> str:
-        split_listen(v)
-        return v
-
-    @model_validator(mode="after")
-    def _loopback_unless_allowed(self) -> "DashboardConfig":
-        # The dashboard can approve an email: serving it beyond this machine must be a deliberate choice.
-        if not self.allow_remote and not is_loopback(self.host):
-            raise ValueError(f"listen = {self.listen!r} is not a loopback address; use 127.0.0.1 or set "
-                             "allow_remote = true to serve the dashboard beyond this machine")
-        return self
-
-
-def split_listen(listen: str) -> tuple[str, int]:
-    """`host:port` (IPv6 as `[::1]:8765`) -> (host, port); ValueError naming the problem."""
-    host, sep, port = listen.rpartition(":")
-    host = host.removeprefix("[").removesuffix("]")
-    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ValueError(f"listen = {listen!r} must be HOST:PORT, e.g. '127.0.0.1:8765'")
-    return host, int(port)
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False  # a host name other than localhost may resolve anywhere
 
 
 class Config(Section):
