@@ -24,6 +24,7 @@ class SubagentsConfig(Section):
     max_depth: int = Field(2, ge=1, le=5)
     max_concurrent: int = Field(3, ge=1, le=20, description="running helpers per user")
     max_rounds: int = Field(8, ge=1, le=50)
+    max_tokens: int = Field(200_000, ge=1_000, description="tokens (in + out) one helper's model calls may use")
 
 
 class WebConfig(Section):

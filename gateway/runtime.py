@@ -225,12 +225,14 @@ class Runtime:
                          event: str | None = None, has_attachments: bool = False,
                          exclude: set[str] = frozenset(), images: list[dict[str, Any]] | None = None,
                          only: list[Toolset] | None = None, max_rounds: int | None = None,
-                         with_memory: bool = True, live: LiveReply | None = None) -> str | None:
+                         with_memory: bool = True, live: LiveReply | None = None,
+                         max_tokens: int | None = None) -> str | None:
         """Run the model on the session until it answers. Returns the final text (None when the turn
         ended by asking the user a question). With `live`, each model call streams into it.
 
         `only` gives the turn exactly these toolsets, all loaded (a subagent's, already limited to what
-        its user may use); `with_memory=False` leaves the user's memory out of the system prompt."""
+        its user may use); `with_memory=False` leaves the user's memory out of the system prompt;
+        `max_tokens` stops the turn once its model calls have used that many tokens (in + out)."""
         role = await self.access.role_of(session.user_key)
         if role is None:  # revoked since the turn was queued (a follow-up, an automation): nothing runs
             log.info("turn_refused session=%s reason=no_access", session.id)
@@ -270,7 +272,11 @@ class Runtime:
         convo = [system_prompt(ctx.now(), session.surface, memory, self.config.runtime.instructions, skills)]
         convo += self.windows.view(session.id, rows)
         rounds = max_rounds or self.config.runtime.max_tool_rounds
+        spent = 0
         for _ in range(rounds):
+            if max_tokens is not None and spent >= max_tokens:
+                return (f"I stopped after using {spent:,} tokens (the limit is {max_tokens:,}) without finishing. "
+                        "Narrow the request, or split it.")
             tools = tools_for(sorted(ctx.loaded), available, loader)
             await checkpoints.reached("model.before_call")
             if live is not None:
@@ -294,6 +300,7 @@ class Runtime:
                                       meta={"usage": reply.usage.model_dump(), "model": reply.model})
             await self.messages.add(assistant)
             convo.append(to_chat(assistant))
+            spent += reply.usage.input_tokens + reply.usage.output_tokens
             if not reply.tool_calls:
                 return reply.text
             for call in reply.tool_calls:

@@ -111,7 +111,8 @@ class SubagentService:
         session = await runtime.sessions.get_or_create(job.child_session_id, job.origin, job.user_key, kind="subagent")
         try:
             summary = await runtime.model_turn(session, f"job-{job.id}", user_text=text, only=toolsets,
-                                               max_rounds=self.config.max_rounds, with_memory=False)
+                                               max_rounds=self.config.max_rounds, with_memory=False,
+                                               max_tokens=self.config.max_tokens)
         except Exception as exc:  # the helper's failure is the parent's tool result, not a crash
             log.exception("subagent_failed job=%s", job.id)
             await self.jobs.finish(job.id, "failed", f"{type(exc).__name__}: {exc}")

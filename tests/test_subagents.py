@@ -165,3 +165,13 @@ async def test_kill_9_during_a_background_job_is_reported_after_restart(tmp_path
     text = out.decode()
     assert "was interrupted when Anyy stopped" in text and "not re-run" in text
     assert len(model.requests) == 3  # nothing ran again
+
+
+async def test_a_child_stops_at_its_token_budget(start_console, make_config, model):
+    h = await start_console(make_config(subagents={"max_tokens": 1000}))
+    model.script(tool_call("delegate_task", {"task": TASK, "toolsets": ["sessions"]}),
+                 tool_call("session_search", {"query": "flights"}, usage=(900, 200)), reply("The helper ran out."))
+    await h.say("delegate: research flights")
+    result = [m for m in model.requests[-1].messages if m["role"] == "tool"][0]["content"]
+    assert "stopped after using 1,100 tokens" in result
+    assert len(model.requests) == 3  # the child made no model call past its budget
