@@ -226,13 +226,15 @@ class Runtime:
                          exclude: set[str] = frozenset(), images: list[dict[str, Any]] | None = None,
                          only: list[Toolset] | None = None, max_rounds: int | None = None,
                          with_memory: bool = True, live: LiveReply | None = None,
-                         max_tokens: int | None = None) -> str | None:
+                         max_tokens: int | None = None, tainted_by: list[str] = ()) -> str | None:
         """Run the model on the session until it answers. Returns the final text (None when the turn
         ended by asking the user a question). With `live`, each model call streams into it.
 
         `only` gives the turn exactly these toolsets, all loaded (a subagent's, already limited to what
         its user may use); `with_memory=False` leaves the user's memory out of the system prompt;
-        `max_tokens` stops the turn once its model calls have used that many tokens (in + out)."""
+        `max_tokens` stops the turn once its model calls have used that many tokens (in + out);
+        `tainted_by` names outside content the turn counts as read from the start (what a subagent's
+        parent had read: its task text may carry it)."""
         role = await self.access.role_of(session.user_key)
         if role is None:  # revoked since the turn was queued (a follow-up, an automation): nothing runs
             log.info("turn_refused session=%s reason=no_access", session.id)
@@ -261,7 +263,7 @@ class Runtime:
                           tz=self.config.tz, turn_id=turn_id, services=self.services, enqueue=self.outbox.enqueue,
                           available={ts.name: ts for ts in available}, loaded=set(selection.names),
                           has_buttons=self._has_buttons(session.surface), guest=role == "guest",
-                          external_sources=_external_read(rows, turn_id))
+                          external_sources=[*tainted_by, *_external_read(rows, turn_id)])
         loader = loader_tool(available)
         if mine and mine[-1].role in ("assistant", "tool"):
             rows += await self._finish_interrupted(ctx, session, mine, loader)

@@ -4,7 +4,8 @@ A child is a model turn in its own session (`subagent:<job id>`), for the same u
 parent, with a fresh context: the task text and optional context, no memory and no parent transcript. It
 sees only the toolsets it was given — a subset of what its user may use, read-only ones by default,
 never `clarify` (nobody is there to answer), never `skill_manage`, and `subagents` only while the depth
-limit allows. Its tool calls go through the same policy as any other: a held call becomes a normal
+limit allows. A child counts the outside content its parent had read as read, so a task written from an
+email cannot slip a memory or automation write past the owner. Its tool calls go through the same policy as any other: a held call becomes a normal
 approval prompt to the owner that names the job. Every job is a row; a job found running after a crash is
 reported to the owner as interrupted and never re-run.
 """
@@ -57,11 +58,11 @@ class SubagentService:
     async def delegate(self, parent: ToolContext, task: str, toolsets: list[str] | None, context: str) -> str:
         job, chosen = await self._open(parent, task, toolsets, "sync")
         text = task if not context.strip() else f"{task}\n\nContext from the requester:\n{context}"
-        return await self._run(job, chosen, text)
+        return await self._run(job, chosen, text, _taint(parent))
 
     async def start(self, parent: ToolContext, task: str, toolsets: list[str] | None) -> SubagentJob:
         job, chosen = await self._open(parent, task, toolsets, "background")
-        self._running[job.id] = self._background.spawn(self._run_background(job, chosen))
+        self._running[job.id] = self._background.spawn(self._run_background(job, chosen, _taint(parent)))
         return job
 
     async def _open(self, parent: ToolContext, task: str, requested: list[str] | None,
@@ -106,13 +107,13 @@ class SubagentService:
 
     # -- running ----------------------------------------------------------------------------------
 
-    async def _run(self, job: SubagentJob, toolsets: list[Toolset], text: str) -> str:
+    async def _run(self, job: SubagentJob, toolsets: list[Toolset], text: str, tainted_by: list[str]) -> str:
         runtime = self.gateway.runtime
         session = await runtime.sessions.get_or_create(job.child_session_id, job.origin, job.user_key, kind="subagent")
         try:
             summary = await runtime.model_turn(session, f"job-{job.id}", user_text=text, only=toolsets,
                                                max_rounds=self.config.max_rounds, with_memory=False,
-                                               max_tokens=self.config.max_tokens)
+                                               max_tokens=self.config.max_tokens, tainted_by=tainted_by)
         except Exception as exc:  # the helper's failure is the parent's tool result, not a crash
             log.exception("subagent_failed job=%s", job.id)
             await self.jobs.finish(job.id, "failed", f"{type(exc).__name__}: {exc}")
@@ -122,9 +123,9 @@ class SubagentService:
         log.info("subagent_finished job=%s", job.id)
         return summary
 
-    async def _run_background(self, job: SubagentJob, toolsets: list[Toolset]) -> None:
+    async def _run_background(self, job: SubagentJob, toolsets: list[Toolset], tainted_by: list[str]) -> None:
         try:
-            summary = await self._run(job, toolsets, job.task)
+            summary = await self._run(job, toolsets, job.task, tainted_by)
         except ToolError as exc:
             summary = f"failed: {exc}"
         except asyncio.CancelledError:
@@ -191,6 +192,12 @@ class SubagentService:
         for task in list(self._running.values()):
             task.cancel()
         await self._background.wait()
+
+
+def _taint(parent: ToolContext) -> list[str]:
+    """What the parent had read from outside: the task it writes for the child may carry it, so the child
+    counts it as read (a steering write there waits for the owner, as it would in the parent)."""
+    return [f"{s} (via the parent turn)" for s in parent.external_sources]
 
 
 def _without(ts: Toolset, tools: set[str]) -> Toolset:

@@ -118,6 +118,7 @@ class ToolContext(Protocol):
     origin: Origin
     tz: ZoneInfo
     turn_id: str
+    external_sources: list[str]  # the outside content this turn has read so far (see `external`)
 
     def now(self) -> datetime:
         """Aware current time in the owner's zone."""
