@@ -97,9 +97,10 @@ class Runtime:
             self._submitted.add(queue_id)
             self._turns.spawn(self._handle(queue_id, inbound))
 
-    def resume(self, session_id: str, event: str, dedupe: str) -> None:
-        """Add an event (e.g. an approval outcome) to a session and let the model follow up once."""
-        self._turns.spawn(self._follow_up(session_id, event, dedupe))
+    def resume(self, session_id: str, event: str, dedupe: str, tainted_by: list[str] = ()) -> None:
+        """Add an event (e.g. an approval outcome) to a session and let the model follow up once.
+        `tainted_by` names outside content the event carries (a helper's summary)."""
+        self._turns.spawn(self._follow_up(session_id, event, dedupe, list(tainted_by)))
 
     @property
     def idle(self) -> bool:
@@ -170,14 +171,14 @@ class Runtime:
         if outbox_id is not None:
             self._compact_after(session, outbox_id)
 
-    async def _follow_up(self, session_id: str, event: str, dedupe: str) -> None:
+    async def _follow_up(self, session_id: str, event: str, dedupe: str, tainted_by: list[str]) -> None:
         async with self._lanes[session_id]:
             session = await self.sessions.get(session_id)
             if session is None:
                 return
             live = self._live(session.origin, f"{dedupe}:reply")
             async with _abandoned_on_error(live):
-                text = await self.model_turn(session, dedupe, event=event, live=live)
+                text = await self.model_turn(session, dedupe, event=event, live=live, tainted_by=tainted_by)
             outbox_id = await self._answer(session.origin, text, f"{dedupe}:reply", live)
             if outbox_id is not None:
                 self._compact_after(session, outbox_id)

@@ -26,6 +26,7 @@ from store.messages import Messages
 from store.records import Outbound, SubagentJob, iso, utcnow
 from store.subagents import SubagentJobs
 from toolsets.base import Risk, ToolContext, ToolError, Toolset
+from toolsets.untrusted import new_boundary, wrap
 
 if TYPE_CHECKING:
     from gateway.app import Gateway
@@ -134,9 +135,13 @@ class SubagentService:
             self._running.pop(job.id, None)
         await self.gateway.outbox.enqueue(
             Outbound(origin=job.origin, text=f"🧩 Background job {job.id} finished:\n{summary}"), f"job:{job.id}:done")
+        # The summary may carry what the helper read outside: quoted as data, and the follow-up turn counts
+        # it as outside content read.
+        quoted = wrap(f"background job {job.id}", summary, new_boundary())
         self.gateway.runtime.resume(job.parent_session_id,
                                     f"Background job {job.id} ({job.task[:80]}) finished. Its summary (already shown "
-                                    f"to the user): {summary}", f"job-{job.id}-done")
+                                    f"to the user):\n{quoted}", f"job-{job.id}-done",
+                                    tainted_by=[f"background job {job.id}"])
 
     # -- control ----------------------------------------------------------------------------------
 

@@ -61,7 +61,9 @@ async def delegate_task(ctx: ToolContext, task: str, toolsets: list[str] | None 
         toolsets: Toolsets the helper may use (default: the read-only ones), e.g. ["web"].
         context: Facts from this conversation the helper needs.
     """
-    return await _service(ctx).delegate(ctx, task, toolsets, context)
+    # The helper may have read outside content (a web page, an email): its summary is quoted as data, and
+    # this turn then counts as having read outside content.
+    return ctx.external("subagent summary", await _service(ctx).delegate(ctx, task, toolsets, context))
 
 
 @TOOLSET.tool(risk=Risk.RUNTIME_LOW)
