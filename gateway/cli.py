@@ -28,6 +28,12 @@ async def run(config: Config, args: argparse.Namespace) -> int:
     """The resident process: every configured surface and the scheduler, until SIGTERM/SIGINT."""
     lock = ResidentLock(config.store_path, config.data_dir)
     lock.acquire()
+    # Installed before anything is started or printed: a SIGTERM that arrives while surfaces start
+    # (or right after a caller sees the first status line) still shuts down cleanly.
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
     try:
         surfaces, problems = build_surfaces(config)
         for problem in problems:
@@ -40,10 +46,6 @@ async def run(config: Config, args: argparse.Namespace) -> int:
         if not surfaces:
             print("No chat surface is configured ([telegram] or [slack]); running the scheduler only. "
                   "Use `anyy chat` to talk in this terminal.", file=sys.stderr)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
         await stop.wait()
         log.info("shutdown_requested")
         if dashboard is not None:
@@ -51,6 +53,8 @@ async def run(config: Config, args: argparse.Namespace) -> int:
         await gw.stop()
         return 0
     finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
         lock.release()
 
 
