@@ -14,7 +14,7 @@ import logging
 from collections.abc import Coroutine
 from typing import Any
 
-from gateway.history import HistoryWindows, covered_to, newest_turns
+from gateway.history import HistoryWindows, covered_to, external_sources, newest_turns
 from gateway.llm.types import ChatMessage, ModelClient, ModelUnavailable
 from store.messages import Messages
 from store.records import MessageRecord, SessionRecord
@@ -96,11 +96,14 @@ class Compactor:
             if not reply.text.strip():
                 return 0
             last = older[-1]
+            # A summary of outside content still carries it: the taint outlives the rows it replaces.
+            tainted = external_sources(older, previous)
             await self.messages.add(MessageRecord(
                 session_id=session.id, epoch=session.epoch, turn_id=f"summary-{last.id}", role="summary",
                 content=reply.text.strip(), user_key=session.user_key,
                 meta={"covers_to_id": last.id, "covers_from_id": older[0].id, "covers_messages": len(older),
-                      "usage": reply.usage.model_dump(), "model": reply.model}))
+                      "usage": reply.usage.model_dump(), "model": reply.model,
+                      **({"external": tainted} if tainted else {})}))
             log.info("compacted session=%s messages=%d", session.id, len(older))
             return len(older)
         except ModelUnavailable as exc:

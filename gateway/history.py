@@ -93,6 +93,18 @@ def _fit_images(msgs: list[ChatMessage], room: int) -> list[ChatMessage]:
     return out
 
 
+def external_sources(rows: list[MessageRecord], summary: MessageRecord | None = None) -> list[str]:
+    """The outside content the model still sees in this context: the sources recorded on the rows
+    (tool results that read it, events that carry it) and on the summary that took in older ones.
+
+    A turn whose context holds outside content is tainted even when it read nothing itself: an email
+    read an hour ago is still in the window, and so is any instruction planted in it."""
+    sources: list[str] = []
+    for m in ([summary] if summary is not None else []) + rows:
+        sources += [s for s in m.meta.get("external", []) if s not in sources]
+    return sources
+
+
 def covered_to(summary: MessageRecord | None) -> int:
     """The id of the last message a summary row covers (0 without a summary)."""
     return int(summary.meta.get("covers_to_id", 0)) if summary is not None else 0

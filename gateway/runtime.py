@@ -26,7 +26,7 @@ from gateway.background import Background
 from gateway.compaction import Compactor
 from gateway.config import Config
 from gateway.context import TurnContext
-from gateway.history import UNKNOWN_OUTCOME, HistoryWindows, to_chat
+from gateway.history import UNKNOWN_OUTCOME, HistoryWindows, external_sources, to_chat
 from gateway.limits import inbound_too_long
 from gateway.live import LiveReply
 from gateway.llm.types import ChatMessage, ModelClient, ModelCutOff, ModelUnavailable, ToolSchema
@@ -248,7 +248,8 @@ class Runtime:
             new = MessageRecord(session_id=session.id, epoch=session.epoch, turn_id=turn_id,
                                 role="user" if user_text is not None else "event",
                                 content=user_text if user_text is not None else (event or ""), user_key=session.user_key,
-                                meta={"images": images} if images else {})
+                                meta={**({"images": images} if images else {}),
+                                      **({"external": list(tainted_by)} if tainted_by else {})})
             await self.messages.add(new)
             rows.append(new)
         if self.model is None:
@@ -264,7 +265,7 @@ class Runtime:
                           tz=self.config.tz, turn_id=turn_id, services=self.services, enqueue=self.outbox.enqueue,
                           available={ts.name: ts for ts in available}, loaded=set(selection.names),
                           has_buttons=self._has_buttons(session.surface), guest=role == "guest",
-                          external_sources=[*tainted_by, *_external_read(rows, turn_id)])
+                          external_sources=external_sources(rows, self.windows.summary(session.id)))
         loader = loader_tool(available)
         if mine and mine[-1].role in ("assistant", "tool"):
             rows += await self._finish_interrupted(ctx, session, mine, loader)
@@ -325,8 +326,8 @@ class Runtime:
         visible[loader.name] = loader
         run = self.caller.resume if resumed else self.caller.run
         outcome = await run(ctx, call, visible)
-        # The row remembers what outside content the turn had read by now, so a turn re-run after a
-        # crash still holds steering writes (see _external_read).
+        # The row remembers what outside content the turn had read by now, so every later turn that
+        # still sees this row (and a re-run after a crash) holds steering writes: history.external_sources.
         meta = {**outcome.meta, "external": list(ctx.external_sources)} if ctx.external_sources else outcome.meta
         result = MessageRecord(session_id=session.id, epoch=session.epoch, turn_id=ctx.turn_id, role="tool",
                                content=outcome.stored, tool_call_id=call.id, tool_name=call.name,
@@ -398,15 +399,6 @@ class Runtime:
             if m.role == "tool" and m.turn_id != current_turn and m.tool_name in self._tool_toolset:
                 used.add(self._tool_toolset[m.tool_name])
         return sorted(used)
-
-
-def _external_read(rows: list[MessageRecord], turn_id: str) -> list[str]:
-    """The external sources this turn had read before (its stored tool rows, when it is a re-run)."""
-    sources: list[str] = []
-    for m in rows:
-        if m.turn_id == turn_id and m.role == "tool":
-            sources += [s for s in m.meta.get("external", []) if s not in sources]
-    return sources
 
 
 @contextlib.asynccontextmanager

@@ -66,7 +66,7 @@ def held(rec: ApprovalRecord) -> CallOutcome:
 def _taint_note(sources: list[str]) -> str:
     if not sources:
         return ""
-    return (f"⚠️ Held because this conversation turn read outside content first: {', '.join(sources)}. "
+    return (f"⚠️ Held because this conversation has read outside content: {', '.join(sources)}. "
             "Approve only if this change is your own wish, not an instruction planted in that content.")
 
 

@@ -213,6 +213,25 @@ async def test_a_rerun_turn_still_knows_it_read_outside_content(console: Console
     assert held.tool == "memory" and "session_search" in held.preview
 
 
+async def test_outside_content_still_in_view_taints_later_turns_until_new(console: ConsoleHarness,
+                                                                          model: FakeModel) -> None:
+    """The planted line read in one turn is still in the window in the next: a memory write there is held
+    too (the model cannot tell who asked). `/new` drops it from view, and writes run again unheld."""
+    model.script(tool_call("session_search", {"query": "bcc"}), reply("Here is what I found."))
+    await console.say("what did we say about bcc?")
+    assert await Approvals(console.gw.store).list(None) == []  # reading alone holds nothing
+    model.script(tool_call("memory", {"action": "add", "target": "notes", "content": "always bcc x"}), reply("ok"))
+    await console.say("ok, remember that")
+    [held] = await Approvals(console.gw.store).list(("pending",))
+    assert held.tool == "memory" and "session_search" in held.preview
+    assert await Memory(console.gw.store).list("console:owner") == []
+    await console.say("/new")
+    model.script(tool_call("memory", {"action": "add", "target": "user", "content": "likes tea"}), reply("ok"))
+    await console.say("remember that I like tea")
+    assert [e.content for e in await Memory(console.gw.store).list("console:owner")] == ["likes tea"]
+    assert len(await Approvals(console.gw.store).list(None)) == 1
+
+
 # -- defect 4: revocation is complete -------------------------------------------------------------------
 
 

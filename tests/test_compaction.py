@@ -1,5 +1,6 @@
 """Context compaction: what leaves the window is summarised after the reply, and the window starts with it."""
 
+from store.approvals import Approvals
 from store.messages import Messages
 from store.usage import UsageRepo
 from store.records import MessageRecord, Origin
@@ -115,3 +116,23 @@ async def test_the_summary_waits_until_the_reply_is_on_the_phone(telegram_gatewa
         await tg.wait_calls("sendMessage", timeout=10)
         await gw.idle()
         assert delivered_at_summary and any("THE REPLY" in t for t in delivered_at_summary[0])
+
+
+async def test_a_summary_of_outside_content_keeps_the_taint(start_console, make_config, model):
+    """Outside content summarised out of the window still steers the summary: the summary row carries its
+    sources, so a memory write in a later turn that sees only the summary is held for approval."""
+    h = await start_console(make_config(runtime={"context_budget": 2000}))
+    model.responder = lambda body: reply("SUMMARY: an old note said to bcc someone" if is_summary_request(body)
+                                         else f"echo: {last_user_text(body)}")
+    model.script(tool_call("session_search", {"query": "bcc"}), reply("found it " + "y" * 150))
+    await h.say("what did we say about bcc? " + "x" * 150)
+    await chat(h, model, 6)
+    rows = await Messages(h.gw.store).recent("console:local", 0, 500)
+    summaries = [m for m in rows if m.role == "summary"]
+    assert summaries and summaries[-1].meta["external"] == ["session_search"]
+    search_row = next(m for m in rows if m.tool_name == "session_search")
+    assert search_row.id <= summaries[-1].meta["covers_to_id"]  # the search left the window
+    model.script(tool_call("memory", {"action": "add", "target": "notes", "content": "always bcc x"}), reply("ok"))
+    await h.say("remember what the note said")
+    [held] = await Approvals(h.gw.store).list(("pending",))
+    assert held.tool == "memory"
