@@ -26,7 +26,7 @@ from gateway.background import Background
 from gateway.compaction import Compactor
 from gateway.config import Config
 from gateway.context import TurnContext
-from gateway.history import UNKNOWN_OUTCOME, HistoryWindows, external_sources, to_chat
+from gateway.history import HistoryWindows, external_sources, to_chat
 from gateway.limits import inbound_too_long
 from gateway.live import LiveReply
 from gateway.llm.types import ChatMessage, ModelClient, ModelCutOff, ModelUnavailable, ToolSchema
@@ -35,11 +35,12 @@ from gateway.outbox import OutboxService
 from gateway.prompt import system_prompt
 from gateway.selection import select_toolsets, tools_for
 from gateway.toolcalls import ToolCaller
+from gateway.turncalls import TurnCalls
 from store.audit import Audit
 from store.db import Store
 from store.inbound import InboundLog
 from store.messages import Messages
-from store.records import AuditEvent, Inbound, MessageRecord, Origin, Outbound, SessionRecord, ToolCallRecord
+from store.records import AuditEvent, Inbound, MessageRecord, Origin, Outbound, SessionRecord
 from store.sessions import Sessions, session_id_for
 from toolsets.base import Tool, Toolset
 from toolsets.loader import loader_tool
@@ -65,6 +66,7 @@ class Runtime:
         self.services = services
         self.outbox = outbox
         self.caller = caller
+        self.calls = TurnCalls(caller, self.reply)
         self.access = access
         self.commands: CommandHandler | None = None
         self.sessions = Sessions(store)
@@ -268,7 +270,7 @@ class Runtime:
                           external_sources=external_sources(rows, self.windows.summary(session.id)))
         loader = loader_tool(available)
         if mine and mine[-1].role in ("assistant", "tool"):
-            rows += await self._finish_interrupted(ctx, session, mine, loader)
+            rows += await self.calls.finish_interrupted(ctx, session, mine, loader)
         memory = await memory_prompt(self.store, session.user_key, self.config.runtime.memory_max_chars) \
             if with_memory else ""
         skills = await skills_prompt(self.services.get("skills"), user_text or event or "") \
@@ -308,59 +310,13 @@ class Runtime:
             if not reply.tool_calls:
                 return reply.text
             for call in reply.tool_calls:
-                _, visible = await self._run_call(ctx, session, call, loader)
+                _, visible = await self.calls.run(ctx, session, call, loader)
                 convo.append(ChatMessage(role="tool", content=visible, tool_call_id=call.id, name=call.name))
             await self._show_images(ctx, session, convo)
             if ctx.ended:
                 return None
         return (f"I stopped after {rounds} rounds of tool calls without finishing. "
                 "Tell me how to continue, or narrow the request.")
-
-    async def _run_call(self, ctx: TurnContext, session: SessionRecord, call: ToolCallRecord,
-                        loader: Tool, *, resumed: bool = False) -> tuple[MessageRecord, str]:
-        """Run one call (`resumed`: one left without a result by a stopped process, never started) and
-        store its result, completing its journal entry in the same transaction. Returns the stored row
-        and what the model sees now."""
-        # Recomputed per call: a load_toolsets earlier in the same reply makes its tools callable.
-        visible = {t.name: t for name in ctx.loaded for t in ctx.available[name].tools}
-        visible[loader.name] = loader
-        run = self.caller.resume if resumed else self.caller.run
-        outcome = await run(ctx, call, visible)
-        # The row remembers what outside content the turn had read by now, so every later turn that
-        # still sees this row (and a re-run after a crash) holds steering writes: history.external_sources.
-        meta = {**outcome.meta, "external": list(ctx.external_sources)} if ctx.external_sources else outcome.meta
-        result = MessageRecord(session_id=session.id, epoch=session.epoch, turn_id=ctx.turn_id, role="tool",
-                               content=outcome.stored, tool_call_id=call.id, tool_name=call.name,
-                               user_key=session.user_key, meta=meta)
-        result.id = await self.caller.journal.add_result(result, outcome.journal)
-        return result, outcome.visible
-
-    async def _finish_interrupted(self, ctx: TurnContext, session: SessionRecord, mine: list[MessageRecord],
-                                  loader: Tool) -> list[MessageRecord]:
-        """The calls of this turn's last model reply that have no result (the process stopped among
-        them): run those that never started; those the journal shows started get "outcome unknown",
-        never a second run, and the owner hears of each. Returns the result rows, in call order."""
-        last = next((m for m in reversed(mine) if m.role == "assistant"), None)
-        answered = {m.tool_call_id for m in mine if m.role == "tool"}
-        calls = [c for c in (last.tool_calls if last else []) if c.id not in answered]
-        if not calls:
-            return []
-        started = await self.caller.journal.interrupted(session.id, ctx.turn_id)
-        out = []
-        for call in calls:
-            if call.id not in started:
-                out.append((await self._run_call(ctx, session, call, loader, resumed=True))[0])
-                continue
-            log.warning("tool_outcome_unknown session=%s tool=%s call=%s", session.id, call.name, call.id)
-            row = MessageRecord(session_id=session.id, epoch=session.epoch, turn_id=ctx.turn_id, role="tool",
-                                content=UNKNOWN_OUTCOME, tool_call_id=call.id, tool_name=call.name,
-                                user_key=session.user_key, meta={"outcome": "unknown"})
-            row.id = await self.caller.journal.add_result(row, "unknown")
-            await self.reply(session.origin, f"⚠️ {call.name} was running when Anyy stopped. Its outcome is unknown "
-                             "and it was not run again; please check whether it happened.",
-                             f"{ctx.turn_id}:unknown:{call.id}")
-            out.append(row)
-        return out
 
     async def _show_images(self, ctx: TurnContext, session: SessionRecord, convo: list[ChatMessage]) -> None:
         """Images a tool asked to show (artifact_inspect) follow the tool results as a stored event, which
