@@ -316,6 +316,10 @@ class McpManager:
     def server(self, name: str) -> McpServer | None:
         return self.servers.get(name)
 
+    async def health(self) -> list[tuple[str, bool, str]]:
+        """(server, up?, state) per server: the dashboard's health page shows them as its own section."""
+        return [(name, server.state == "up", server.status()) for name, server in self.servers.items()]
+
     async def call(self, server: str, tool: str, arguments: dict[str, Any]) -> types.CallToolResult:
         found = self.servers.get(server)
         if found is None:

@@ -172,6 +172,16 @@ async def test_slash_tools_lists_mcp_tools_with_policy_and_server_state(start_co
     assert "mcp-time: up (2 tools)" in out
 
 
+async def test_the_dashboard_health_page_shows_each_server(dashboard_config, start_console, start_dashboard):
+    servers = {"time": TIME, "broken": {"url": "http://127.0.0.1:9/mcp", "timeout_s": 2}}
+    h = await start_console(dashboard_config(mcp={"servers": servers}))
+    d = await start_dashboard(h)
+    page = await d.page(await d.login(), "/dashboard/health")
+    section = page[page.index("<h2>mcp</h2>"):]
+    assert re.search(r"time</td>.*✓ up \(2 tools\)", section, re.DOTALL), section
+    assert re.search(r"broken</td>.*✗ down: .+ \(restarting with backoff\)", section, re.DOTALL), section
+
+
 async def test_name_rules_and_the_child_environment_with_a_real_stdio_server(start_console, make_config, model,
                                                                             monkeypatch):
     from tests.fixtures.mcp_odd import LONG_TOOL
