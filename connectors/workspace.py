@@ -79,6 +79,7 @@ class Workspace:
                 fh.flush()
                 os.fsync(fh.fileno())
             if expected_hash is None:
+                os.chmod(tmp, 0o666 & ~_umask())  # a new file gets the mode any other program would give it
                 try:
                     os.link(tmp, target)
                 except FileExistsError:
@@ -94,3 +95,14 @@ class Workspace:
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)
+
+
+def _umask() -> int:
+    """The process umask, read without changing it (os.umask sets it, racing other threads)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except OSError:
+        pass
+    return 0o022

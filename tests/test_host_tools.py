@@ -4,6 +4,7 @@ process runner, and the bubblewrap sandbox (real bwrap, real sockets on 127.0.0.
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import socket
 import tempfile
@@ -172,3 +173,19 @@ def test_atomic_write_rechecks_the_hash_right_before_the_rename(tmp_path):
     assert target.read_text() == "v2" and sorted(p.name for p in target.parent.iterdir()) == ["f.txt"]
     Workspace.write_atomic(target, b"v3", file_hash(target))
     assert target.read_text() == "v3"
+
+
+def test_a_new_file_gets_the_umask_mode_and_an_existing_one_keeps_its_own(tmp_path):
+    from connectors.workspace import Workspace, file_hash
+
+    previous = os.umask(0o027)
+    try:
+        Workspace.write_atomic(tmp_path / "new.txt", b"hello", None)
+        assert (tmp_path / "new.txt").stat().st_mode & 0o777 == 0o640  # not mkstemp's 0600
+    finally:
+        os.umask(previous)
+    kept = tmp_path / "script.sh"
+    kept.write_text("echo 1")
+    kept.chmod(0o750)
+    Workspace.write_atomic(kept, b"echo 2", file_hash(kept))
+    assert kept.stat().st_mode & 0o777 == 0o750
