@@ -38,6 +38,7 @@ NEVER_FOR_CHILDREN = {"clarify"}
 CHILD_STRIPPED_TOOLS = {"skill_manage"}
 SUBAGENTS = "subagents"
 MAX_TASK_CHARS = 8_000
+CANCEL_POLL_S = 2.0  # how soon a background job cancelled by another process stops here
 
 
 def read_only(ts: Toolset) -> bool:
@@ -125,6 +126,9 @@ class SubagentService:
         return summary
 
     async def _run_background(self, job: SubagentJob, toolsets: list[Toolset], tainted_by: list[str]) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        watch = asyncio.ensure_future(self._stop_when_cancelled_elsewhere(job.id, task))
         try:
             summary = await self._run(job, toolsets, job.task, tainted_by)
         except ToolError as exc:
@@ -132,7 +136,11 @@ class SubagentService:
         except asyncio.CancelledError:
             return  # cancelled by the owner (the row says so) or by shutdown (recovered at next start)
         finally:
+            watch.cancel()
             self._running.pop(job.id, None)
+        ended = await self.jobs.get(job.id)
+        if ended is not None and ended.state == "cancelled":
+            return  # cancelled elsewhere while its last step ran: the owner asked for no report
         await self.gateway.outbox.enqueue(
             Outbound(origin=job.origin, text=f"🧩 Background job {job.id} finished:\n{summary}"), f"job:{job.id}:done")
         # The summary may carry what the helper read outside: quoted as data, and the follow-up turn counts
@@ -143,6 +151,17 @@ class SubagentService:
                                     f"to the user):\n{quoted}", f"job-{job.id}-done",
                                     tainted_by=[f"background job {job.id}"])
 
+    async def _stop_when_cancelled_elsewhere(self, job_id: str, task: asyncio.Task[Any]) -> None:
+        """`subagent_cancel` in another process on this store (an `anyy chat` beside `anyy run`) can only
+        mark the row: watch it, and stop the child here once it says cancelled."""
+        while True:
+            await asyncio.sleep(CANCEL_POLL_S)
+            job = await self.jobs.get(job_id)
+            if job is None or job.state == "cancelled":
+                log.info("subagent_cancelled_elsewhere job=%s", job_id)
+                task.cancel()
+                return
+
     # -- control ----------------------------------------------------------------------------------
 
     async def _own(self, parent: ToolContext, job_id: str) -> SubagentJob:
@@ -150,6 +169,10 @@ class SubagentService:
         if job is None or job.parent_session_id != parent.session_id:
             raise ToolError(f"no helper {job_id!r} was started by this conversation")
         return job
+
+    def running_here(self) -> list[str]:
+        """The ids of the background jobs whose child runs in this process."""
+        return list(self._running)
 
     async def list(self, parent: ToolContext) -> list[SubagentJob]:
         return await self.jobs.for_parent(parent.session_id)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from store.approvals import Approvals
+from store.db import Store
 from store.memory import Memory
 from store.subagents import SubagentJobs
 from tests.fixtures.model import hang, reply, tool_call
@@ -106,6 +107,29 @@ async def test_cancel_stops_a_running_job(harness, model):
     await harness.gw.idle()
     assert (await SubagentJobs(harness.gw.store).get(job.id)).state == "cancelled"
     assert "finished" not in harness.new_output()
+
+
+async def test_a_cancel_from_another_process_stops_the_job_here(harness, model):
+    """Another process on the store (an `anyy chat` beside `anyy run`) can only mark the row cancelled:
+    the process running the child notices, stops it, and neither reports nor follows up."""
+    model.responder = routed([tool_call("background_job", {"task": TASK}), reply("Started.")], hang(30))
+    await harness.say("start the research in the background")
+    await model.wait_for_requests(3)  # the child is waiting on the model
+    job = (await SubagentJobs(harness.gw.store).for_parent("console:local"))[0]
+    other = await Store(harness.gw.store.path).open()  # the other process's connection
+    try:
+        assert await SubagentJobs(other).finish(job.id, "cancelled", "cancelled by the owner") is not None
+    finally:
+        await other.close()
+    service = harness.gw.services["subagents"]
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 30  # a child left running ends only when its model call fails, and reports it
+    while job.id in service.running_here():
+        assert loop.time() < deadline, "the child kept running"
+        await asyncio.sleep(0.05)
+    await harness.gw.idle()
+    assert (await SubagentJobs(harness.gw.store).get(job.id)).state == "cancelled"
+    assert "finished" not in harness.new_output() and len(model.requests) == 3
 
 
 async def test_a_childs_side_effect_is_an_owner_approval_naming_the_job(harness, model):
