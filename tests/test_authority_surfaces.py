@@ -18,7 +18,7 @@ from tests.fixtures.model import FakeModel, reply, tool_call
 from tests.fixtures.slack import ApiCall, FakeSlack
 from tests.support import side_effects
 from gateway.surfaces.slack.events import to_press
-from tests.support.slack_events import OWNER, STRANGER, dm, event_body, press_body
+from tests.support.slack_events import OWNER, STRANGER, dm, event_body, mention, press_body
 from tests.support.telegram_api import GROUP_ID, OWNER_ID, FakeBot
 
 STRANGER_ID = 2002
@@ -118,6 +118,39 @@ async def test_a_group_clarify_tap_by_another_member_changes_nothing(tg: FakeBot
         rows = await gw.runtime.messages.recent(f"telegram:{GROUP_ID}#{OWNER_ID}", 0, 10)
         assert [r.content for r in rows if r.role == "user"][-1] == "Friday"
         assert question.params["chat_id"] == GROUP_ID
+
+
+async def test_a_slack_channel_clarify_tap_by_another_member_changes_nothing(slack_gateway: Any,
+                                                                             slack_fake: FakeSlack,
+                                                                             model: FakeModel) -> None:
+    flatmate = "UFLATMATE"  # a second owner in the channel: allowed, but not the one who was asked
+    model.script(tool_call("clarify", {"question": "Which flat meeting day?", "options": ["Monday", "Friday"]}))
+    async with slack_gateway(slack={"allowed_users": [OWNER, flatmate]}) as gw:
+        await slack_fake.send_envelope("events_api", event_body(mention("help me choose a day, ask me")))
+        [question] = await slack_fake.calls.wait(lambda c: is_post(c) and "blocks" in c.args)
+        await gw.idle()
+        asked = len(model.requests)
+
+        async def tap(user: str, option: int) -> str:
+            body = press_body(user, f"anyy_clarify_{option}", ["Monday", "Friday"][option])
+            body["message"]["ts"] = body["container"]["message_ts"] = question.result["ts"]
+            before = len(slack_fake.calls.items(lambda c: c.method == "chat.postEphemeral"))
+            await slack_fake.send_envelope("interactive", body)
+            await slack_fake.calls.wait(lambda c: c.method == "chat.postEphemeral", count=before + 1)
+            await gw.idle()
+            shown = slack_fake.calls.items(lambda c: c.method == "chat.postEphemeral")[-1].args
+            assert shown["user"] == user
+            return str(shown["text"])
+
+        assert await tap(flatmate, 0) == "This question was not for you; nothing changed."
+        assert len(model.requests) == asked
+        assert await gw.runtime.sessions.get(f"slack:C0001#{flatmate}") is None
+        model.script(reply("Friday it is."))
+        await tap(OWNER, 1)
+        assert len(model.requests) == asked + 1
+        assert model.requests[-1].messages[-1] == {"role": "user", "content": "Friday"}
+        answer = (await slack_fake.calls.wait(lambda c: is_post(c) and c.args["text"] == "Friday it is."))[0]
+        assert answer.args["channel"] == "C0001"
 
 
 def test_a_slack_press_says_whether_it_came_from_a_channel() -> None:
