@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from gateway.background import Background
 from gateway.config import SubagentsConfig
+from store.leases import OWNER, owner_alive
 from store.messages import Messages
 from store.records import Outbound, SubagentJob, iso, utcnow
 from store.subagents import SubagentJobs
@@ -81,7 +82,7 @@ class SubagentService:
         job = SubagentJob(id=job_id, parent_session_id=parent.session_id, child_session_id=CHILD_PREFIX + job_id,
                           user_key=parent.user_key, origin=parent.origin, task=task.strip(),
                           toolsets=[ts.name for ts in chosen], depth=depth, mode=mode,  # type: ignore[arg-type]
-                          owner_pid=os.getpid(), created_at=iso(utcnow()))
+                          owner_pid=os.getpid(), owner=OWNER, created_at=iso(utcnow()))
         if not await self.jobs.create_if_room(job, self.config.max_concurrent):
             raise ToolError(f"{self.config.max_concurrent} helpers are already running for you; wait for one to "
                             "finish or cancel one (subagent_cancel)")
@@ -203,10 +204,13 @@ class SubagentService:
         return job.parent_session_id if job else None
 
     async def recover(self) -> None:
-        """At a resident start: jobs still marked running belonged to a process that is gone (or to a
-        predecessor that had this pid); they are reported as interrupted, never re-run."""
+        """At a resident start: jobs still marked running belonged to a process that is gone (its pid
+        gone or now another process's, or this very process's predecessor); they are reported as
+        interrupted, never re-run."""
         for job in await self.jobs.running():
-            if job.owner_pid != os.getpid() and _alive(job.owner_pid):
+            mine = job.owner == OWNER if job.owner else job.owner_pid == os.getpid()
+            alive = owner_alive(job.owner) if job.owner else _alive(job.owner_pid)
+            if not mine and alive:
                 continue  # a live `anyy chat` next to us owns it
             done = await self.jobs.finish(job.id, "interrupted", "Anyy stopped while this ran")
             if done is not None:

@@ -348,3 +348,9 @@ def m012_outbox_revision(db: Database) -> None:
     """A streamed reply rewrites its outbox row as the text grows; the revision tells the dispatcher
     whether the text it delivered is still the row's latest."""
     db.execute("ALTER TABLE outbox ADD COLUMN revision INTEGER NOT NULL DEFAULT 0")
+
+
+@MIGRATIONS()
+def m013_subagent_owner(db: Database) -> None:
+    """A job names its process as leases do (host/pid/start time), so a reused pid is not taken for it."""
+    db.execute("ALTER TABLE subagent_jobs ADD COLUMN owner TEXT NOT NULL DEFAULT ''")

@@ -318,5 +318,6 @@ class SubagentJob(BaseModel):
     state: JobState = "running"
     summary: str | None = None
     owner_pid: int = 0
+    owner: str = ""  # host/pid/start of the process running it (store.leases.OWNER); "" on older rows
     created_at: str
     finished_at: str | None = None

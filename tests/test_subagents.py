@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 from store.approvals import Approvals
+from store import leases
 from store.db import Store
+from store.records import SubagentJob, iso, utcnow
 from store.memory import Memory
 from store.subagents import SubagentJobs
 from tests.fixtures.model import hang, reply, tool_call
@@ -161,6 +163,28 @@ async def test_depth_and_concurrency_limits(start_console, make_config, model):
     await h.say("and another in the background")
     result = [m for m in model.requests[-1].messages if m["role"] == "tool"][-1]["content"]
     assert "already running" in result
+
+
+async def test_a_job_whose_pid_now_belongs_to_another_process_is_reported_at_start(harness, model):
+    """The pid alone is not the owner: a live process that started at another time (a reused pid after a
+    reboot) does not keep a dead job `running`; one that is the owner does."""
+    jobs = SubagentJobs(harness.gw.store)
+    reused = f"{leases.HOST}/{os.getppid()}/1"  # our parent is alive, but it did not start at tick 1
+    live = await asyncio.create_subprocess_exec("sleep", "30")
+    try:
+        owned = f"{leases.HOST}/{live.pid}/{leases._start_time(live.pid)}"
+        for job_id, owner in (("jreused", reused), ("jlive", owned)):
+            await jobs.create_if_room(SubagentJob(
+                id=job_id, parent_session_id="console:local", child_session_id=f"subagent:{job_id}",
+                user_key="console:owner", origin=harness.console.origin, task=TASK, mode="background",
+                owner_pid=int(owner.split("/")[1]), owner=owner, created_at=iso(utcnow())), 10)
+        await harness.gw.services["subagents"].recover()
+        assert (await jobs.get("jreused")).state == "interrupted"
+        assert (await jobs.get("jlive")).state == "running"  # a live `anyy chat` next to us owns it
+        assert "Background job jreused" in await harness.wait_for("was interrupted")
+    finally:
+        live.kill()
+        await live.wait()
 
 
 async def test_kill_9_during_a_background_job_is_reported_after_restart(tmp_path: Path, model):
