@@ -53,3 +53,12 @@ async def test_anyy_usage_json(tmp_path, home, model):
     assert data["by_model"]["fake-1"]["calls"] == 1 and data["by_kind"] == {"chat": data["total"]}
     code, out, err = await anyy("usage", "--since", "not-a-date", "--config", str(config), env=home)
     assert code == 2 and "invalid" in err
+
+
+async def test_a_helpers_calls_are_counted_and_labelled(start_console, make_config, model):
+    h = await start_console(make_config(model={"price_in_per_mtok": 1.0, "price_out_per_mtok": 1.0}))
+    model.script(tool_call("delegate_task", {"task": "CHILD-TASK: look it up"}, usage=(100, 10)),
+                 reply("CHILD-SUMMARY: found it", usage=(700, 70)), reply("Done.", usage=(200, 20)))
+    await h.say("delegate this")
+    out = await h.say("/usage")
+    assert "Today: 3 calls, 1,000 in, 100 out" in out and "subagent turns: 1 calls, 700 in, 70 out" in out
