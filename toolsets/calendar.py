@@ -1,8 +1,7 @@
 """The calendar toolset: read the owner's CalDAV calendars and, after approval, change them.
 
-Every time the model or the owner sees is in the owner's zone (`ctx.tz`); all-day events are dates.
-Times the model gives without a zone are read in the owner's zone, and new events are stored with that
-zone's TZID, so a weekly meeting stays at its hour across DST changes.
+Every time the model or the owner sees is in the owner's zone (`ctx.tz`); how times are read and events
+shown is `toolsets.calendar_format`. This module holds the tools, their previews and their effects.
 
 Create, update and cancel wait for the owner's Approve. Their previews show the event (and, for an
 update, each field's before -> after); their payload is the exact write: the whole iCalendar resource
@@ -14,20 +13,20 @@ override) the handlers build the same payload, checking the version the model na
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import date, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from datetime import timedelta
+from typing import Any
 from zoneinfo import ZoneInfo
 
-from pydantic import BaseModel, GetCoreSchemaHandler, GetJsonSchemaHandler
-from pydantic.json_schema import JsonSchemaValue
-from pydantic_core import CoreSchema, core_schema
+from pydantic import BaseModel
 
 from connectors import ical
-from connectors.calendar import CalendarClient, CalendarConflict, CalendarError, Event, EventFields, EventTime
+from connectors.calendar import CalendarClient, CalendarConflict, CalendarError, Event, EventFields
 from toolsets.base import ApprovalPolicy, ExecutionPolicy, Preview, Risk, ToolContext, ToolError, Toolset
+from toolsets.calendar_format import (
+    When, change_text, day_text, event_card, event_diff, event_fields, event_line, event_ref, range_bound, when_text,
+)
 from toolsets.limits import Title
 
 TOOLSET = Toolset(
@@ -51,39 +50,6 @@ CONFLICT = "the event changed on the server since you approved; nothing was chan
 MAX_RANGE = timedelta(days=366)
 _FIELD_ARGS = {"title", "start", "end", "location", "description", "attendees", "repeat"}
 _MUTATION = {"risk": Risk.RUNTIME_HIGH, "approval": ApprovalPolicy.ALWAYS, "execution": ExecutionPolicy.CONFIRM}
-_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
-
-
-def _parse_when(value: Any) -> date | datetime:
-    if isinstance(value, date):
-        return value
-    if isinstance(value, str):
-        text = value.strip()
-        try:
-            return date.fromisoformat(text) if _DAY.fullmatch(text) else datetime.fromisoformat(text)
-        except ValueError:
-            pass
-    raise ValueError(f"{value!r} is not a day (YYYY-MM-DD) or a moment (YYYY-MM-DDTHH:MM)")
-
-
-if TYPE_CHECKING:
-    When = date | datetime
-else:
-    class When:
-        """A day ('YYYY-MM-DD', all-day) or a moment ('YYYY-MM-DDTHH:MM'), validated to a date or datetime.
-
-        A custom type rather than pydantic's date/datetime union, which reads a bare day as midnight or
-        midnight as a bare day depending on the input mode (and the runtime validates in both); not an
-        `Annotated` validator, because tool signatures are read without their Annotated metadata.
-        """
-
-        @classmethod
-        def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
-            return core_schema.no_info_plain_validator_function(_parse_when)
-
-        @classmethod
-        def __get_pydantic_json_schema__(cls, schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
-            return {"anyOf": [{"type": "string", "format": "date"}, {"type": "string", "format": "date-time"}]}
 
 
 def _client(ctx: ToolContext) -> CalendarClient:
@@ -104,92 +70,9 @@ def _errors() -> Iterator[None]:
         raise ToolError(str(exc)) from None
 
 
-# -- showing events ---------------------------------------------------------------------------------
-
-def _in_zone(value: EventTime, tz: ZoneInfo) -> EventTime:
-    """Dates stay dates; floating times are the owner's; aware times move to the owner's zone."""
-    if not isinstance(value, datetime):
-        return value
-    return value.replace(tzinfo=tz) if value.tzinfo is None else value.astimezone(tz)
-
-
-def _day(d: date) -> str:
-    return f"{d:%a %d %b %Y}"
-
-
-def _when(event: Event, tz: ZoneInfo) -> str:
-    if event.all_day:
-        last = max(event.start, event.end - timedelta(days=1))  # iCalendar's end day is exclusive
-        span = _day(event.start) if last == event.start else f"{_day(event.start)} – {_day(last)}"
-        return f"{span} (all day)"
-    s, e = _in_zone(event.start, tz), _in_zone(event.end, tz)
-    assert isinstance(s, datetime) and isinstance(e, datetime)
-    if s.date() != e.date():
-        return f"{_day(s)} {s:%H:%M} {s.tzname()} – {_day(e)} {e:%H:%M} {e.tzname()}"
-    if s.tzname() != e.tzname():
-        return f"{_day(s)} {s:%H:%M} {s.tzname()}–{e:%H:%M} {e.tzname()}"
-    return f"{_day(s)} {s:%H:%M}–{e:%H:%M} {s.tzname()}"
-
-
-def _rows(event: Event, tz: ZoneInfo) -> dict[str, str]:
-    """The fields a person checks, in the order they check them."""
-    return {"title": event.summary, "when": _when(event, tz), "location": event.location,
-            "attendees": ", ".join(event.attendees), "repeats": event.rrule, "notes": event.description,
-            "calendar": event.calendar}
-
-
-def _card(event: Event, tz: ZoneInfo) -> str:
-    return "\n".join(f"  {k}: {v}" for k, v in _rows(event, tz).items() if v)
-
-
-def _ref(event: Event) -> str:
-    return f"id={event.uid} version={event.version}"
-
-
-def _line(event: Event, tz: ZoneInfo) -> str:
-    where = f" @ {event.location}" if event.location else ""
-    repeats = " (repeats)" if event.rrule else ""
-    return f"- {_when(event, tz)}  {event.summary}{where}{repeats} [{event.calendar}] {_ref(event)}"
-
-
-def _diff(before: Event, after: Event, tz: ZoneInfo) -> list[str]:
-    old, new = _rows(before, tz), _rows(after, tz)
-    return [f"  {k}: {old[k] or '(none)'} -> {new[k] or '(none)'}" for k in old if old[k] != new[k]]
-
-
-def _change(before: Event, after: Event, tz: ZoneInfo) -> str:
-    return "\n".join([f"Change \"{before.summary}\" ({_when(before, tz)}) in {before.calendar}:",
-                      *_diff(before, after, tz)])
-
-
-# -- reading what the model asked for ---------------------------------------------------------------
-
-def _moment(value: date | datetime, tz: ZoneInfo, *, end: bool = False) -> datetime:
-    """A range bound: a day starts at its midnight (an end day is included whole)."""
-    if isinstance(value, datetime):
-        return value.replace(tzinfo=tz) if value.tzinfo is None else value
-    return datetime.combine(value + timedelta(days=1) if end else value, datetime.min.time(), tz)
-
-
-def _fields(tz: ZoneInfo, *, title: str | None = None, start: date | datetime | None = None,
-            end: date | datetime | None = None, location: str | None = None, description: str | None = None,
-            attendees: list[str] | None = None, repeat: str | None = None) -> EventFields:
-    # Times are written in the owner's zone, so the event carries a real TZID rather than an offset.
-    # A person's last day is included; iCalendar's end day is not.
-    if end is not None and not isinstance(end, datetime):
-        end += timedelta(days=1)
-    return EventFields(
-        summary=title.strip() if title is not None else None,
-        start=_in_zone(start, tz) if start is not None else None,
-        end=_in_zone(end, tz) if end is not None else None,
-        location=location, description=description,
-        attendees=tuple(attendees) if attendees is not None else None, rrule=repeat,
-    )
-
-
 def _fields_of(tz: ZoneInfo, args: BaseModel) -> EventFields:
     """The event fields of a create or update call's arguments (for its preview)."""
-    return _fields(tz, **args.model_dump(include=_FIELD_ARGS))
+    return event_fields(tz, **args.model_dump(include=_FIELD_ARGS))
 
 
 # -- previews: what an approval shows and binds -----------------------------------------------------
@@ -199,7 +82,7 @@ async def _preview_new(ctx: ToolContext, fields: EventFields, calendar: str | No
     with _errors():
         cal = await client.calendar(calendar)
         event = ical.new_event(fields)
-    text = f"Create an event in {cal.name}:\n{_card(event, ctx.tz)}"
+    text = f"Create an event in {cal.name}:\n{event_card(event, ctx.tz)}"
     return Preview(text=text, payload={"href": client.href_for(cal, event.uid), "etag": None, "uid": event.uid,
                                        "calendar": cal.name, "source": event.source})
 
@@ -208,20 +91,20 @@ def _update_payload(before: Event, after: Event, tz: ZoneInfo) -> dict[str, Any]
     if not before.etag:
         raise ToolError(f"the server gave no version (ETag) for event {before.uid!r}; not changing it blindly")
     return {"href": before.href, "etag": before.etag, "uid": before.uid, "calendar": before.calendar,
-            "source": after.source, "changes": _diff(before, after, tz)}
+            "source": after.source, "changes": event_diff(before, after, tz)}
 
 
 def _cancel_payload(event: Event, tz: ZoneInfo) -> dict[str, Any]:
     if not event.etag:
         raise ToolError(f"the server gave no version (ETag) for event {event.uid!r}; not deleting it blindly")
-    return {"href": event.href, "etag": event.etag, "summary": event.summary, "when": _when(event, tz)}
+    return {"href": event.href, "etag": event.etag, "summary": event.summary, "when": when_text(event, tz)}
 
 
 async def _changed(ctx: ToolContext, event_id: str, calendar: str | None, fields: EventFields) -> tuple[Event, Event]:
     with _errors():
         before = await _client(ctx).get_event(event_id, calendar)
         after = ical.apply_changes(before, fields)
-    if not _diff(before, after, ctx.tz):
+    if not event_diff(before, after, ctx.tz):
         raise ToolError(f"nothing would change in event {event_id}; say which fields to change")
     return before, after
 
@@ -265,7 +148,7 @@ async def calendar_list(ctx: ToolContext, start: When, end: When, calendar: str 
         end: Last day (YYYY-MM-DD, included) or moment (excluded), in the owner's time zone.
         calendar: Only this calendar (its name); all calendars when omitted.
     """
-    lo, hi = _moment(start, ctx.tz), _moment(end, ctx.tz, end=True)
+    lo, hi = range_bound(start, ctx.tz), range_bound(end, ctx.tz, end=True)
     if hi <= lo:
         raise ToolError(f"end ({hi.isoformat()}) is not after start ({lo.isoformat()})")
     if hi - lo > MAX_RANGE:
@@ -273,11 +156,11 @@ async def calendar_list(ctx: ToolContext, start: When, end: When, calendar: str 
     with _errors():
         listing = await _client(ctx).events(lo, hi, calendar)
     lo, hi = lo.astimezone(ctx.tz), hi.astimezone(ctx.tz)
-    span = f"from {_day(lo)} {lo:%H:%M} to {_day(hi)} {hi:%H:%M} ({ctx.tz.key})"
+    span = f"from {day_text(lo)} {lo:%H:%M} to {day_text(hi)} {hi:%H:%M} ({ctx.tz.key})"
     events = listing.events
     # Titles, places and descriptions are written by whoever sent the invitation: outside content. So
     # are the notes on cut series, which name the event.
-    body = "\n".join([*(_line(e, ctx.tz) for e in events), *(f"Note: {n}." for n in listing.notes)])
+    body = "\n".join([*(event_line(e, ctx.tz) for e in events), *(f"Note: {n}." for n in listing.notes)])
     if not events:
         head = f"No events {span}."
         return head + "\n" + ctx.external(f"calendar events {span}", body) if body else head
@@ -295,7 +178,7 @@ async def calendar_get(ctx: ToolContext, event_id: str, calendar: str | None = N
     """
     with _errors():
         event = await _client(ctx).get_event(event_id, calendar)
-    return f"{_ref(event)}\n" + ctx.external(f"calendar event {event.uid}", _card(event, ctx.tz))
+    return f"{event_ref(event)}\n" + ctx.external(f"calendar event {event.uid}", event_card(event, ctx.tz))
 
 
 @TOOLSET.tool()
@@ -317,14 +200,14 @@ async def calendar_draft(ctx: ToolContext, event_id: str | None = None, title: T
         repeat: An RFC 5545 rule such as FREQ=WEEKLY;BYDAY=MO; "" stops the repetition.
         calendar: For a new event, the calendar to put it in; for a change, where the event is.
     """
-    fields = _fields(ctx.tz, title=title, start=start, end=end, location=location, description=description,
-                     attendees=attendees, repeat=repeat)
+    fields = event_fields(ctx.tz, title=title, start=start, end=end, location=location, description=description,
+                          attendees=attendees, repeat=repeat)
     if event_id is None:
         preview = await _preview_new(ctx, fields, calendar)
         return f"Draft only, nothing saved.\n{preview.text}\nTo save it, call calendar_create with these fields."
     before, after = await _changed(ctx, event_id, calendar, fields)
     # The event as it stands on the server is outside content (whoever sent the invitation wrote it).
-    change = ctx.external(f"calendar event {before.uid}", _change(before, after, ctx.tz))
+    change = ctx.external(f"calendar event {before.uid}", change_text(before, after, ctx.tz))
     return (f"Draft only, nothing saved.\n{change}\n"
             f"To apply it, call calendar_update with event_id={before.uid} version={before.version}.")
 
@@ -347,8 +230,8 @@ async def calendar_create(ctx: ToolContext, title: Title, start: When, end: When
         repeat: An RFC 5545 rule such as FREQ=WEEKLY;BYDAY=MO for a repeating event.
         calendar: The calendar's name; the default calendar when omitted.
     """
-    fields = _fields(ctx.tz, title=title, start=start, end=end, location=location, description=description,
-                     attendees=attendees, repeat=repeat)
+    fields = event_fields(ctx.tz, title=title, start=start, end=end, location=location, description=description,
+                          attendees=attendees, repeat=repeat)
     return await _put(ctx, None, (await _preview_new(ctx, fields, calendar)).payload)
 
 
@@ -373,8 +256,8 @@ async def calendar_update(ctx: ToolContext, event_id: str, version: str, title: 
         repeat: New RFC 5545 rule such as FREQ=WEEKLY;BYDAY=MO; "" stops the repetition.
         calendar: The calendar holding the event; all are searched when omitted.
     """
-    fields = _fields(ctx.tz, title=title, start=start, end=end, location=location, description=description,
-                     attendees=attendees, repeat=repeat)
+    fields = event_fields(ctx.tz, title=title, start=start, end=end, location=location, description=description,
+                          attendees=attendees, repeat=repeat)
     if fields == EventFields():
         raise ToolError("no field to change; give at least one of title, start, end, location, description, "
                         "attendees, repeat")
@@ -407,8 +290,8 @@ async def _put(ctx: ToolContext, args: Any, payload: dict[str, Any]) -> str:
         event = await _client(ctx).put_event(payload["href"], payload["source"], payload["uid"], payload["calendar"],
                                              etag=payload["etag"])
     if payload["etag"] is None:
-        return f"Created {_ref(event)}:\n{_card(event, ctx.tz)}"
-    return f"Updated {_ref(event)}:\n" + "\n".join(payload["changes"])
+        return f"Created {event_ref(event)}:\n{event_card(event, ctx.tz)}"
+    return f"Updated {event_ref(event)}:\n" + "\n".join(payload["changes"])
 
 
 @calendar_cancel.effect
@@ -427,7 +310,7 @@ async def _preview_create(ctx: ToolContext, args: Any) -> Preview:
 @calendar_update.preview
 async def _preview_update(ctx: ToolContext, args: Any) -> Preview:
     before, after = await _changed(ctx, args.event_id, args.calendar, _fields_of(ctx.tz, args))
-    text = _change(before, after, ctx.tz) + _stale(before, args.version)
+    text = change_text(before, after, ctx.tz) + _stale(before, args.version)
     return Preview(text=text, payload=_update_payload(before, after, ctx.tz))
 
 
@@ -435,5 +318,5 @@ async def _preview_update(ctx: ToolContext, args: Any) -> Preview:
 async def _preview_cancel(ctx: ToolContext, args: Any) -> Preview:
     with _errors():
         event = await _client(ctx).get_event(args.event_id, args.calendar)
-    text = f"Cancel (delete) this event:\n{_card(event, ctx.tz)}" + _stale(event, args.version)
+    text = f"Cancel (delete) this event:\n{event_card(event, ctx.tz)}" + _stale(event, args.version)
     return Preview(text=text, payload=_cancel_payload(event, ctx.tz))
