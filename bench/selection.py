@@ -82,10 +82,16 @@ def evaluate(examples: list[Example], misses: list[str]) -> dict[str, Any]:
     loader = loader_tool(TOOLSETS)
     sizes: list[int] = []
     found = needed = extra = complete = 0
+    per_toolset: dict[str, list[int]] = {ts.name: [0, 0, 0] for ts in TOOLSETS}  # found, needed, wrong picks
     for ex in examples:
         names = select(ex)
         sizes.append(schema_bytes(tools_for(names, TOOLSETS, loader)))
         got = set(names) & set(ex.needs)
+        for name in ex.needs:
+            per_toolset[name][0] += name in got
+            per_toolset[name][1] += 1
+        for name in set(names) - set(ex.needs):
+            per_toolset[name][2] += 1
         found += len(got)
         needed += len(ex.needs)
         extra += len(set(names) - set(ex.needs))
@@ -103,6 +109,8 @@ def evaluate(examples: list[Example], misses: list[str]) -> dict[str, Any]:
         "recall_messages_pct": round(100 * complete / len(examples), 1),
         "recall_labels_pct": round(100 * found / max(needed, 1), 1),
         "extra_toolsets_per_message": round(extra / len(examples), 2),
+        # "found/needed +wrong": label recall and false picks, so a toolset's trade-off shows on its own
+        "per_toolset": {name: f"{f}/{n} +{w}" for name, (f, n, w) in per_toolset.items() if n or w},
     }
 
 
