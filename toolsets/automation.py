@@ -39,8 +39,8 @@ TOOLSET = Toolset(
         r"|notify|text|message|call|warn) me\b",
         r"\bin\s+\d+\s*(?:s|sec|seconds?|m|min|mins|minutes?|h|hours?)\b",
         r"\bin\s+(?:an?|one|two|\d+)\s+(?:hours?|hrs?|minutes?|mins?)\b", r"\bwake\s+me\b",
-        r"\b(?:morning|evening|daily|weekly|monthly|hourly)\s+(?:briefing|summary|digest|report|reminder|recap"
-        r"|update|check)s?\b",
+        r"\b(?:morning|evening|daily|weekly|monthly|hourly)\s+(?:\w+\s+)?(?:briefing|summary|digest|report|reminder"
+        r"|recap|update|check)s?\b",
         r"提醒", r"每天", r"每周", r"每月", r"每小时", r"定时", r"闹钟", r"分钟后", r"小时后", r"点.{0,2}叫我",
         r"自动化",
     ),
