@@ -24,7 +24,8 @@ TOOLSET = Toolset(
     # Only what this conversation received or produced: a file on disk in general is the file toolset's.
     keywords=(
         r"\b(?:artifacts?|attachments?|attached|screenshots?|voice (?:notes?|memos?)|recordings?)\b",
-        r"\b(?:the|that|this|these|those) (?:pdf|document|photo|picture|image|pic|scan|recording)s?\b",
+        r"\b(?:the|that|this|these|those) (?:document|photo|picture|image|scan|recording)s?\b",
+        r"\b(?:the|that|this) pdf\b",
         r"\b(?:pdf|document|photo|picture|image|pic|scan|file|video|receipt)s? (?:i|you) (?:just |have "
         r"|had )?(?:sent|attached|uploaded|shared|made|created|generated|produced|recorded)\b",
         r"附件", r"图片", r"照片", r"截图", r"录音", r"语音(?:消息|留言|条)", r"(?:这|那)(?:段|条)语音",

@@ -16,7 +16,7 @@ TOOLSET = Toolset(
         r"\bwhat did (?:we|i|you) (?:say|decide|talk|tell|agree|suggest)", r"\b(?:i|you) (?:told|mentioned)\b",
         r"\b(?:did|have) i (?:ever |already )?(?:tell|told|mention)",
         r"\byou (?:gave|recommended|suggested|helped)\b",
-        r"\b(?:a while|(?:a few|a couple of|\d+) (?:days|weeks|months)) (?:ago|back)\b",
+        r"\b(?:a while|(?:a few|a couple of|\d{1,3}) (?:days|weeks|months)) (?:ago|back)\b",
         r"\b(?:old|past|previous|earlier|our) (?:chats?|conversations?|messages?)\b",
         r"\b(?:conversation|discussion)\b", r"\blook back\b", r"\bhave we\b",
         r"\b(?:what|when|where|which|how) (?:did|had) we\b",

@@ -15,7 +15,7 @@ TOOLSET = Toolset(
     "tts",
     "text to speech: send the user a voice note",
     keywords=(
-        r"\b(?:read (?:it|this|that)?\s*(?:out|aloud)|aloud|out loud|speak|say it)\b",
+        r"\b(?:read (?:it|this|that)? ?(?:out|aloud)|aloud|out loud|speak|say it)\b",
         r"\b(?:as|in|with|via|by|send(?: me)?|record(?: me)?) an? (?:voice|audio) (?:note|message|memo|reply"
         r"|version)\b",
         r"\b(?:text to speech|tts|audio (?:version|message)|i'?m driving)\b", r"朗读", r"念给我", r"读出来",
