@@ -4,8 +4,9 @@ Every registered toolset counts as available (all connectors configured), plus o
 `mcp-server-time` (a test dependency), started and listed the way the gateway does it, as toolset
 `mcp-time` with the keywords an owner might configure. The session has no recent use and no pins, so
 each figure is what a fresh conversation's first model request would carry.
-`selection_corpus.jsonl` is the labelled corpus; `selection_heldout.jsonl` was written after the
-keywords were fixed and is never used to tune them, so its recall shows how well they generalize.
+`selection_corpus.jsonl` is the labelled corpus keywords are tuned on; `selection_heldout.jsonl` is not
+tuned on, so its recall shows how well they generalize (docs/benchmarks.md says which of its lines were
+written before which tuning round). Each set also reports, per toolset, labels found/needed and wrong picks.
 
     .venv/bin/python bench/selection.py [--misses]
 """
