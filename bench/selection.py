@@ -4,8 +4,9 @@ Every registered toolset counts as available (all connectors configured), plus o
 `mcp-server-time` (a test dependency), started and listed the way the gateway does it, as toolset
 `mcp-time` with the keywords an owner might configure. The session has no recent use and no pins, so
 each figure is what a fresh conversation's first model request would carry.
-`selection_corpus.jsonl` is the labelled corpus; `selection_heldout.jsonl` was written after the
-keywords were fixed and is never used to tune them, so its recall shows how well they generalize.
+`selection_corpus.jsonl` is the labelled corpus keywords are tuned on; `selection_heldout.jsonl` is not
+tuned on, so its recall shows how well they generalize (docs/benchmarks.md says which of its lines were
+written before which tuning round). Each set also reports, per toolset, labels found/needed and wrong picks.
 
     .venv/bin/python bench/selection.py [--misses]
 """
@@ -82,10 +83,16 @@ def evaluate(examples: list[Example], misses: list[str]) -> dict[str, Any]:
     loader = loader_tool(TOOLSETS)
     sizes: list[int] = []
     found = needed = extra = complete = 0
+    per_toolset: dict[str, list[int]] = {ts.name: [0, 0, 0] for ts in TOOLSETS}  # found, needed, wrong picks
     for ex in examples:
         names = select(ex)
         sizes.append(schema_bytes(tools_for(names, TOOLSETS, loader)))
         got = set(names) & set(ex.needs)
+        for name in ex.needs:
+            per_toolset[name][0] += name in got
+            per_toolset[name][1] += 1
+        for name in set(names) - set(ex.needs):
+            per_toolset[name][2] += 1
         found += len(got)
         needed += len(ex.needs)
         extra += len(set(names) - set(ex.needs))
@@ -103,6 +110,8 @@ def evaluate(examples: list[Example], misses: list[str]) -> dict[str, Any]:
         "recall_messages_pct": round(100 * complete / len(examples), 1),
         "recall_labels_pct": round(100 * found / max(needed, 1), 1),
         "extra_toolsets_per_message": round(extra / len(examples), 2),
+        # "found/needed +wrong": label recall and false picks, so a toolset's trade-off shows on its own
+        "per_toolset": {name: f"{f}/{n} +{w}" for name, (f, n, w) in per_toolset.items() if n or w},
     }
 
 

@@ -45,6 +45,29 @@ def test_keywords_in_english_and_chinese(text, names):
     assert pick(text).names == names
 
 
+@pytest.mark.parametrize(("text", "names"), [
+    ("schedule a call with Ben on Friday at 3", ["calendar"]),  # a clock time alone is no reminder
+    ("nudge me at 4 to leave for the airport", ["automation"]),
+    ("ping me in an hour to stretch", ["automation"]),  # not messaging: "ping me" with a time
+    ("every weekday at 8:30 tell me the weather", ["automation"]),  # its runs pick web from their own prompt
+    ("每天早上七点告诉我天气", ["automation"]),
+    ("is it going to rain in Paris tomorrow?", ["web"]),
+    ("明天北京天气怎么样", ["web"]),
+    ("are you online on slack too?", ["messaging"]),
+    ("search online for a lasagne recipe", ["web"]),
+    ("I need to file my taxes", ["tasks"]),  # "file" the verb
+    ("open the config file", ["file"]),
+    ("fix the typo in todo.md", ["file"]),  # a file name, not the to-do list
+    ("what does the pdf I sent you say?", ["artifact"]),
+    ("start a background task to summarise my notes", ["subagents"]),
+    ("call me Sam from now on", ["memory"]),
+])
+def test_phrases_not_bare_words_decide_among_all_toolsets(text, names):
+    """Words that several toolsets share (a time, "file", "online", "weather", "task") count only in the
+    phrase that makes them one toolset's."""
+    assert pick(text, available=TOOLSETS).names == names
+
+
 def test_reasons_name_the_matched_keyword_and_names_follow_available_order():
     selection = pick("add it as a TASK, and remember I hate mornings")
     assert selection.names == ["memory", "tasks"]  # CORE order, not the order in the text

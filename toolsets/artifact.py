@@ -21,10 +21,15 @@ from toolsets.base import ExecutionPolicy, Risk, ToolContext, ToolError, Toolset
 TOOLSET = Toolset(
     "artifact",
     "files of this conversation: attachments and voice notes received, audio produced; list, inspect, pin",
+    # Only what this conversation received or produced: a file on disk in general is the file toolset's.
     keywords=(
-        r"\b(?:artifacts?|attachments?|attached|files?|photos?|pictures?|images?|screenshots?|voice notes?)\b",
-        r"\b(?:the|that|this) (?:pdf|document|recording)\b",
-        r"附件", r"文件", r"图片", r"照片", r"截图", r"语音",
+        r"\b(?:artifacts?|attachments?|attached|screenshots?|voice (?:notes?|memos?)|recordings?)\b",
+        r"\b(?:the|that|this|these|those) (?:document|photo|picture|image|scan|recording)s?\b",
+        r"\b(?:the|that|this) pdf\b",
+        r"\b(?:pdf|document|photo|picture|image|pic|scan|file|video|receipt)s? (?:i|you) (?:just |have "
+        r"|had )?(?:sent|attached|uploaded|shared|made|created|generated|produced|recorded)\b",
+        r"附件", r"图片", r"照片", r"截图", r"录音", r"语音(?:消息|留言|条)", r"(?:这|那)(?:段|条)语音",
+        r"(?:发给你|发你|发的)的?(?:文件|文档|表格|图)",
     ),
     requires="artifacts",
     guests=True,  # a guest's artifacts are their own session's files; nothing acts through the owner

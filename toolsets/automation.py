@@ -24,16 +24,26 @@ from toolsets.schedule import (
 TOOLSET = Toolset(
     "automation",
     "Reminders and scheduled automations: create, list, change, delete, run now, see past runs.",
+    # A bare clock time ("at 3") or "schedule" is as often a calendar event ("a call with Ben on Friday
+    # at 3"), so a time only counts next to a request to be told, and "schedule" only with what it schedules.
     keywords=(
-        r"\bremind", r"\bschedul(?:e|ed|ing)\b", r"\bping\s+me\b", r"\bautomations?\b", r"\balarm\b", r"\bcron\b",
-        r"\bevery\s+(?:day|morning|evening|night|week|weekday|month|hour|monday|tuesday|wednesday|thursday"
-        r"|friday|saturday|sunday|\d+\s*(?:m|min|mins|minutes?|h|hours?|d|days?))\b",
-        r"\beach\s+(?:morning|evening|day|week|month)\b", r"\bdaily\b", r"\bweekly\b",
-        r"\bat\s+\d{1,2}(?::\d{2})?\s*(?:am|pm)?\b", r"\bin\s+\d+\s*(?:s|sec|seconds?|m|min|mins|minutes?|h|hours?)\b",
-        r"\bin\s+(?:an?|one|two|\d+)\s+(?:hours?|hrs?|minutes?|mins?)\b", r"\btomorrow\s+at\b", r"\bwake\s+me\b",
-        r"\b(?:morning|evening|daily|weekly)\s+(?:briefing|summary|digest|report)\b",
-        "提醒", "每天", "每周", "每月", "每小时", "定时", "闹钟", "分钟后", "小时后", r"明天.{0,4}点", r"点.{0,2}叫我",
-        "自动化",
+        r"\bremind(?!\s+me\s+(?:which|what|who|where|how)\b)", r"\bautomations?\b", r"\balarm\b", r"\bcron\b",
+        r"\bschedul(?:e|ed|ing)\b(?: (?:a|an|the|my|this|that))? (?:reminders?|messages?|texts?|jobs?|runs?|checks?"
+        r"|automations?|reports?|summary|digest|briefing)\b",
+        r"\bevery\s{1,3}(?:day|morning|evening|night|week|weekday|month|hour|monday|tuesday|wednesday|thursday"
+        r"|friday|saturday|sunday|\d{1,4} ?(?:m|min|mins|minutes?|h|hours?|d|days?))\b",
+        r"\beach\s{1,3}(?:morning|evening|day|week|month)\b",
+        r"\b(?:nudge me|ping me|buzz me|wake me|alert me|notify me|text me|message me|call me"
+        r"|warn me)\b(?: up)?[^.?!\n]{0,40}?\b(?:at \d|in (?:\d|an?\b|one\b|two\b|half\b)|tomorrow\b|tonight\b"
+        r"|on (?:mon|tue|wed|thu|fri|sat|sun))",
+        r"\b(?:at \d{1,2}(?::\d{2})? ?(?:am|pm)?|tomorrow|tonight)\b[^.?!\n]{0,30}?\b(?:nudge me|ping me|buzz me"
+        r"|wake me|alert me|notify me|text me|message me|call me|warn me)\b",
+        r"\bin\s{1,3}\d{1,4} ?(?:s|sec|seconds?|m|min|mins|minutes?|h|hours?)\b",
+        r"\bin\s{1,3}(?:an?|one|two|\d{1,4})\s{1,3}(?:hours?|hrs?|minutes?|mins?)\b", r"\bwake\s{1,3}me\b",
+        r"\b(?:morning|evening|daily|weekly|monthly|hourly) (?:\w{1,20} )?(?:briefing|summary|digest|report|reminder"
+        r"|recap|update|check)s?\b",
+        r"提醒", r"每天", r"每周", r"每月", r"每小时", r"定时", r"闹钟", r"分钟后", r"小时后", r"点.{0,2}叫我",
+        r"自动化",
     ),
     requires="automations",
 )

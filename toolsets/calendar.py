@@ -35,12 +35,15 @@ TOOLSET = Toolset(
     keywords=(
         r"\bcalendars?\b", r"\bmeetings?\b", r"\bappointments?\b", r"\bschedul(?:e|ed|ing)\b", r"\bagenda\b",
         r"\bevents?\b", r"\b(?:today|tomorrow|tonight)'?s? (?:plans|events|schedule)\b", r"\bfree (?:at|on)\b",
-        r"\bbusy\b", r"\bdentist\b", r"\bdoctor\b", r"\breschedul", r"\binvite\b", r"\bcall with\b",
-        r"\bam i (?:free|available)\b", r"\bwhen(?:'s| is) my\b", r"\bstand-?up\b",
+        r"\bbusy\b", r"\b(?:dentist|doctor)\b(?! (?:task|item|to-?do)s?\b)", r"\breschedul", r"\binvite\b",
+        r"\bcall with\b", r"\bam i (?:free|available)\b", r"\bwhen(?:'s| is) my\b", r"\bstand-?up\b",
         r"\banything (?:on|planned) (?:for )?(?:today|tonight|tomorrow|(?:mon|tues|wednes|thurs|fri|satur|sun)day)\b",
         r"\bwhat'?s (?:happening|on|planned) (?:today|tonight|tomorrow|this (?:morning|afternoon|evening|week))\b",
-        r"\bblock (?:out )?(?:\d+|an?|two|three|some) (?:hours?|minutes?|time)\b",
+        r"\bblock (?:out )?(?:\d{1,3}|an?|two|three|some) (?:hours?|minutes?|time)\b",
         r"\bbook (?:a |the )?(?:lunch|dinner|table|meeting|call)\b",
+        r"\b(?:let'?s|help me) plan (?:my|the|our) (?:day|morning|afternoon)\b",
+        r"\b(?:lunch with|dinner with|coffee with|drinks with|brunch with|breakfast with) (?:my |the "
+        r"|a )?\w{1,30} (?:on|at|tomorrow|tonight|next|this)\b",
         r"日历", r"日程", r"会议", r"开会", r"约会", r"预约", r"安排", r"行程", r"有空", r"有会", r"哪些会",
     ),
     requires="calendar",

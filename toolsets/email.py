@@ -28,11 +28,14 @@ TOOLSET = Toolset(
     "email",
     "the owner's mailbox: search and read mail, draft new messages and replies, send (after approval)",
     keywords=(
-        r"\be-?mails?\b", r"\be-?mail(?:ed|ing)\b", r"\bmail(?:s|box|ed|ing)?\b", r"\bgmail\b", r"\boutlook\b", r"\binbox\b", r"\bunread\b", r"\breply to\b",
-        r"\brespond to\b", r"\bdrafts?\b", r"\battachments?\b", r"\bnewsletters?\b",
-        r"\bcc\b", r"\bsubject line\b",
-        r"邮件", r"邮箱", r"电邮", r"回复", r"回信", r"收件箱", r"未读", r"草稿", r"发信", r"写信",
-        r"附件", r"抄送",
+        r"\be-?mails?\b", r"\be-?mail(?:ed|ing)\b", r"\bmail(?:s|box|ed|ing)?\b", r"\bgmail\b", r"\boutlook\b",
+        r"\binbox\b", r"\bunread\b", r"\breply to\b", r"\bwrite to\b(?! (?:the |a )?(?:file|disk|log))",
+        r"\b(?:has|have|did)\b[^.?!\n]{1,40}\b(?:replied|reply|write back|written back|answered|get back to me"
+        r"|gotten back to me)\b",
+        r"\b(?:sent|replied|answered)\b[^.?!\n]{0,40}\byet\b",
+        r"(?<!can )\bforward(?:ed|ing)? (?:me |him |her |them |us )?(?:the|this|that|it|my|his|her|their)\b",
+        r"\brespond to\b", r"\bdrafts?\b", r"\battachments?\b", r"\bnewsletters?\b", r"\bcc\b", r"\bsubject line\b",
+        r"邮件", r"邮箱", r"电邮", r"回复", r"回信", r"收件箱", r"未读", r"草稿", r"发信", r"写信", r"附件", r"抄送",
     ),
     requires="email",
 )

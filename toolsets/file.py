@@ -29,10 +29,17 @@ TOOLSET = Toolset(
     "file",
     "files on the owner's machine: read, search, write and patch (writes after approval, in the workspace)",
     keywords=(
-        r"\bfiles?\b", r"\bfolders?\b", r"\bdirector(?:y|ies)\b", r"\b\w+(?:\.md|\.txt|\.py|\.json|\.toml|\.yaml|\.yml|\.csv|\.log|\.conf|\.ini|\.sh)\b",
-        r"\bnotes? folder\b", r"\bworkspace\b", r"\btypo\b", r"\bpatch\b", r"\bgrep\b", r"\bsearch (?:my|the) (?:notes|files|code)\b",
-        r"\bconfig file\b", r"\bread (?:the|my) (?:notes?|file|readme)\b", r"\bREADME\b",
-        r"文件", r"文件夹", r"目录", r"笔记", r"改一下", r"错别字", r"工作区", r"配置文件",
+        r"\b(?:the|a|an|my|this|that|these|those|new|text|log|which|what|any|some|all|open|read|edit|create|write"
+        r"|save|list|find|delete|rename|move|copy) files?\b",
+        r"\bfiles? (?:in|under|named|called)\b",
+        r"(?<!to )(?<!\bi )(?<!\bwe )(?<!you )\bfiles?\b(?! (?:a|an|my|the|your|our|his|her|their|it|this|that|them"
+        r"|for|taxes|expenses|away|under|with|against)\b)",
+        r"\bfolders?\b", r"\bdirector(?:y|ies)\b",
+        r"\b\w{1,100}(?:\.md|\.txt|\.py|\.json|\.toml|\.yaml|\.yml|\.csv|\.log|\.conf|\.ini|\.sh)\b",
+        r"\bnotes? folder\b", r"\bworkspace\b", r"\btypo\b", r"\bpatch\b", r"\bgrep\b",
+        r"\bsearch (?:my|the) (?:notes|files|code)\b", r"\bconfig file\b",
+        r"\bread (?:the|my) (?:notes?|file|readme)\b", r"\bREADME\b", r"文件", r"文件夹", r"目录", r"笔记", r"改一下",
+        r"错别字", r"工作区", r"配置文件",
     ),
     requires="workspace",
 )

@@ -20,12 +20,13 @@ TOOLSET = Toolset(
     "save, correct or forget long-term facts about the user",
     keywords=(
         r"\bremember\b", r"\bforget\b", r"\bkeep (?:that|this|it) in mind\b", r"\bnote (?:that|down|for)\b",
-        r"\bsave (?:this|that)\b", r"\b(?:for the future|from now on|going forward)\b", r"\bcall(?:ing)? me\b",
-        r"\bmy name\b", r"\babout me\b", r"\b(?:allergic|intolerant|vegetarian|vegan)\b",
-        r"\bi (?:prefer|hate|love|don'?t (?:eat|drink|like))\b", r"\bi (?:moved|live|work)\b",
-        r"\bmy (?:wife|husband|partner|kids|children|son|daughter|birthday)\b",
-        r"记住", r"记一下", r"记下", r"别忘", r"忘掉", r"忘了", r"过敏", r"我不吃", r"我不喝", r"我喜欢", r"我讨厌",
-        r"我住", r"搬到", r"以后", r"从现在起", r"关于我", r"叫我", r"我的名字",
+        r"\bsave (?:this|that)\b(?! (?:as|in|to) (?:a |an |the |my )?(?:skill|file|procedure|template|task|to-?do))",
+        r"\b(?:for the future|from now on|going forward)\b",
+        r"\bcall(?:ing)? me\b(?! (?:at|in|back|when|tomorrow|tonight|later|on)\b)", r"\bmy name\b", r"\babout me\b",
+        r"\b(?:allergic|intolerant|vegetarian|vegan)\b", r"\bi (?:prefer|hate|love|don'?t (?:eat|drink|like))\b",
+        r"\bi (?:moved|live|work)\b", r"\bmy (?:wife|husband|partner|kids|children|son|daughter|birthday)\b", r"记住",
+        r"记一下", r"记下", r"别忘", r"忘掉", r"忘了", r"过敏", r"我不吃", r"我不喝", r"我喜欢", r"我讨厌", r"我住",
+        r"搬到", r"以后", r"从现在起", r"关于我", r"(?<!点)叫我", r"我的名字",
     ),
 )
 

@@ -17,9 +17,12 @@ TOOLSET = Toolset(
     "surface status, delivery receipts, separate messages to the user",
     keywords=(
         r"\b(?:telegram|slack|console|surfaces?|platforms?)\b", r"\bnotif(?:y|ication)s?\b", r"\bdeliver(?:ed|y)\b",
-        r"\bseparate(?:ly)?\b", r"\b(?:online|connected)\b", r"\b(?:go|get|got) through\b", r"\bdid you send\b",
-        r"\bdidn'?t (?:get|receive)\b", r"\bsend (?:me )?(?:a )?message\b", r"\b(?:message|ping|text) me\b",
-        r"消息", r"通知", r"送达", r"收到", r"发给我", r"发出", r"在线", r"平台",
+        r"\bseparate(?:ly)?\b",
+        r"\b(?:are|is|still|you(?:'re| are)?)\b(?: \w{1,20}){0,3} (?:online|connected|reachable)\b",
+        r"\b(?:go|get|got|went|gone) through\b(?! (?:my|the|all|these|those|this|it|them|each|every)\b)",
+        r"\bdid you send\b", r"\bdidn'?t (?:get|receive)\b", r"\bsend (?:me )?(?:a )?message\b",
+        r"\b(?:message me|ping me|text me)\b(?! (?:at|in|every|each|tomorrow|tonight|on)\b)", r"消息", r"通知",
+        r"送达", r"收到", r"发给我", r"发出", r"在线", r"平台",
     ),
 )
 

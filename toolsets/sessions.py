@@ -14,12 +14,15 @@ TOOLSET = Toolset(
     keywords=(
         r"\bwe (?:talked|spoke|discussed|said|decided|agreed|chatted)\b",
         r"\bwhat did (?:we|i|you) (?:say|decide|talk|tell|agree|suggest)", r"\b(?:i|you) (?:told|mentioned)\b",
-        r"\b(?:did|have) i (?:ever |already )?(?:tell|told|mention)", r"\byou (?:gave|recommended|suggested|helped)\b",
-        r"\b(?:a while|(?:a few|a couple of|\d+) (?:days|weeks|months)) (?:ago|back)\b",
-        r"\b(?:old|past|previous|earlier|our) (?:chats?|conversations?|messages?)\b", r"\b(?:conversation|discussion)\b",
-        r"\blook back\b", r"\bhave we\b",
-        r"之前", r"上次", r"以前", r"前几天", r"前阵子", r"聊过", r"说过", r"提过", r"讨论过", r"聊天记录", r"历史",
-        r"你给我的", r"你说的",
+        r"\b(?:did|have) i (?:ever |already )?(?:tell|told|mention)",
+        r"\byou (?:gave|recommended|suggested|helped)\b",
+        r"\b(?:a while|(?:a few|a couple of|\d{1,3}) (?:days|weeks|months)) (?:ago|back)\b",
+        r"\b(?:old|past|previous|earlier|our) (?:chats?|conversations?|messages?)\b",
+        r"\b(?:conversation|discussion)\b", r"\blook back\b", r"\bhave we\b",
+        r"\b(?:what|when|where|which|how) (?:did|had) we\b",
+        r"\b(?:we|you) (?:concluded|figured out|worked out|came up with|settled on)\b", r"之前", r"上次", r"上回",
+        r"以前", r"前几天", r"前阵子", r"聊过", r"说过", r"提过", r"讨论过", r"聊天记录", r"历史", r"你给我的",
+        r"你说的",
     ),
 )
 

@@ -20,9 +20,10 @@ TOOLSET = Toolset(
     keywords=(
         r"\bin the background\b", r"\bbackground (?:job|task)\b", r"\bdelegate\b", r"\bsubagents?\b",
         r"\b(?:research|look into|investigate|dig into)\b.{0,60}\b(?:and (?:tell|get back|report)|tonight|later)\b",
-        r"\bget back to me\b", r"\breport back\b", r"\bwhile i (?:drive|sleep|work|walk|cook|am out|'m out)\b", r"\bjobs?\b.{0,20}\b(?:status|running|cancel)\b",
-        r"\b(?:cancel|stop|kill)\b.{0,30}\bjobs?\b",
-        r"后台", r"委托", r"子任务", r"回头告诉我", r"查完告诉我", r"帮我调研",
+        r"\b(?:and|then) get back to me\b", r"\breport back\b",
+        r"\bwhile i (?:drive|sleep|work|walk|cook|am out|'m out)\b", r"\bjobs?\b.{0,20}\b(?:status|running|cancel)\b",
+        r"\b(?:cancel|stop|kill)\b.{0,30}\bjobs?\b", r"后台", r"委托", r"子任务", r"回头告诉我", r"查完告诉我",
+        r"帮我调研",
     ),
     requires="subagents",
 )

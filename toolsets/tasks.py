@@ -14,12 +14,15 @@ TOOLSET = Toolset(
     "tasks",
     "personal to-do list: add, list, change, complete tasks",
     keywords=(
-        r"\btasks?\b", r"\btodos?\b", r"\bto-dos?\b", r"\bchecklist\b", r"\b(?:my|the|shopping|grocery) list\b",
-        r"\b(?:backlog|errands?|chores?|deadlines?|overdue)\b", r"\bdue\b(?! to)", r"\bon my plate\b",
+        r"(?<!background )\btasks?\b", r"\btodos?\b(?!\.\w)", r"\bto-dos?\b", r"\bchecklist\b",
+        r"\b(?:my|the|shopping|grocery) list\b", r"\b(?:backlog|errands?|chores?|deadlines?|overdue)\b",
+        r"\bdue\b(?! to)", r"\bon my plate\b", r"\bpending\b", r"\bjot (?:down|this|that|it)\b",
+        r"\b(?:let'?s|help me) plan (?:my|the|our) (?:day|morning|afternoon)\b",
         r"\b(?:left|still) (?:for me )?to do\b", r"\b(?:need|have|got) to\b", r"\bgotta\b",
         r"\b(?:tick|cross|check) (?:it|that|this|them)? ?off\b", r"\bmark\b.{0,40}\b(?:done|complete)",
         r"\b(?:done with|are done|is done|finished|completed?)\b", r"\bclose (?:that|this|it)\b", r"\breopen\b",
-        r"任务", r"待办", r"清单", r"要做", r"做完", r"完成", r"办完", r"还剩", r"没做", r"截止", r"到期", r"事项", r"杂事",
+        r"任务", r"待办", r"清单", r"要做", r"做完", r"完成", r"办完", r"还剩(?:哪些|什么|几件|多少件|多少事)",
+        r"没做", r"截止", r"到期", r"事项", r"杂事",
     ),
 )
 

@@ -15,9 +15,11 @@ TOOLSET = Toolset(
     "tts",
     "text to speech: send the user a voice note",
     keywords=(
-        r"\b(?:read (?:it|this|that)?\s*(?:out|aloud)|aloud|out loud|voice (?:note|message|memo)s?|speak|say it)\b",
-        r"\b(?:text to speech|tts|audio (?:version|message)|i'?m driving)\b",
-        r"朗读", r"念给我", r"读出来", r"语音", r"开车",
+        r"\b(?:read (?:it|this|that)? ?(?:out|aloud)|aloud|out loud|speak|say it)\b",
+        r"\b(?:as|in|with|via|by|send(?: me)?|record(?: me)?) an? (?:voice|audio) (?:note|message|memo|reply"
+        r"|version)\b",
+        r"\b(?:text to speech|tts|audio (?:version|message)|i'?m driving)\b", r"朗读", r"念给我", r"读出来",
+        r"(?:用|发|回)语音", r"语音(?:回复|版|读)", r"开车",
     ),
     requires="tts",
 )

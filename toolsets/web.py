@@ -19,15 +19,26 @@ from toolsets.base import Risk, ToolContext, ToolError, Toolset
 TOOLSET = Toolset(
     "web",
     "the public web: search (when a backend is configured), read a page as text, read up to five pages",
+    # Weather and news in a sentence that asks for something recurring ("every morning tell me the weather")
+    # are the automation's business: its runs are selected from their own prompt, so the request that creates
+    # one needs no web. The sentence is matched from its start, which bounds how far back a match can begin.
     keywords=(
-        r"https?://", r"\bwww\.[\w-]", r"\b[\w-]+(?:\.com/|\.org/|\.net/|\.io/|\.dev/|\.gov/|\.edu/|\.ai/|\.co/|\.info/)",
+        r"https?://", r"\bwww\.[\w-]",
+        r"\b[\w-]{1,63}(?:\.com/|\.org/|\.net/|\.io/|\.dev/|\.gov/|\.edu/|\.ai/|\.co/|\.info/)",
         r"\bsearch(?:es|ed|ing)? (?:for|the web|online|the internet)\b", r"\bweb ?search\b", r"\bgoogle\b",
-        r"\blook(?:ing)? (?:it |this |that |them )?up\b", r"\blookup\b", r"\blatest\b", r"\bnews\b",
-        r"\bheadlines?\b", r"\bweather\b", r"\bforecast\b", r"\bweb ?(?:site|page)s?\b", r"\bsite\b",
-        r"\blinks?\b", r"\barticles?\b", r"\burls?\b", r"\bonline\b", r"\binternet\b", r"\bbrowse\b",
-        r"\bwikipedia\b", r"\bstock price\b", r"\bexchange rate\b", r"\bscores?\b", r"\bwho won\b",
-        r"天气", r"预报", r"搜索", r"搜一下", r"搜一搜", r"查一下", r"查查", r"上网", r"网上", r"网页", r"网站",
-        r"链接", r"网址", r"新闻", r"最新", r"百度", r"谷歌", r"文章", r"汇率", r"股价", r"比分", r"维基",
+        r"\blook(?:ing)? (?:it |this |that |them )?up\b", r"\blookup\b", r"\blatest\b",
+        r"(?:^|(?<=[.?!\n]))(?![^.?!\n]{0,200}\b(?:every|each|daily|weekly|hourly)\b)[^.?!\n]{0,150}?\b(?:weather"
+        r"|forecast|news|headlines?)\b",
+        r"\b(?:will it|is it) (?:going to |gonna )?(?:rain|snow|be (?:sunny|hot|cold|warm|windy|stormy))\b",
+        r"\bweb ?(?:site|page)s?\b", r"\bsite\b", r"\blinks?\b", r"\barticles?\b", r"\burls?\b",
+        r"\b(?:find|check|look|read|buy|order|saying|said|reviews?|prices?)\b[^.?!\n]{0,20}\bonline\b",
+        r"\binternet\b", r"\bbrowse\b", r"\bwikipedia\b", r"\bstock price\b", r"\bexchange rate\b", r"\bscores?\b",
+        r"\bwho won\b",
+        r"(?:^|(?<=[。！？.?!\n]))(?![^。！？.?!\n]{0,100}(?:每天|每周|每月|每小时|每个?早上|每晚"
+        r"|后台))[^。！？.?!\n]{0,80}?(?:天气|预报|新闻)",
+        r"下雨", r"下雪", r"气温", r"搜索", r"搜一下", r"搜一搜", r"上网", r"(?:开放|营业|开门|关门)时间", r"票价",
+        r"网上", r"网页", r"网站", r"链接", r"网址", r"最新", r"百度", r"谷歌", r"文章", r"汇率", r"股价", r"比分",
+        r"维基",
     ),
     requires="web",
 )
