@@ -50,8 +50,12 @@ def words(text: str) -> list[str]:
 
 
 def assert_throttled(times: list[float], interval: float) -> None:
+    """Writes arrive about once per interval. The throttle spaces the writes it issues; the dispatcher's
+    delivery adds jitter on a loaded machine (one late delivery shortens the next gap), so single gaps get
+    a wide margin and the mean gap a narrow one. Unthrottled, the gaps would be one token apart (25 ms)."""
     gaps = [b - a for a, b in zip(times, times[1:])]
-    assert gaps and min(gaps) >= interval * 0.9, gaps  # dispatch jitter of a few ms either way
+    assert gaps and min(gaps) >= interval * 0.5, gaps
+    assert sum(gaps) / len(gaps) >= interval * 0.9, gaps
 
 
 async def test_telegram_reply_streams_into_one_message_edited_to_the_final_text(
