@@ -95,7 +95,7 @@ class Gateway:
                             Audit(self.store), self.access, ToolJournal(self.store))
         self.services.update(await build_services(self))
         self.runtime = Runtime(self.store, self.config, self.model, self.toolsets, self.services, self.outbox, caller,
-                               self.access)
+                               self.access, surfaces={s.name: s for s in self.surfaces})
         self.runtime.commands = Commands(self.runtime, self.approvals)
         if self.resident:
             # Recovery first: an inbound a surface delivers during start-up is then a new submission,

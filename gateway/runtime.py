@@ -34,6 +34,7 @@ from gateway.media import Media
 from gateway.outbox import OutboxService
 from gateway.prompt import system_prompt
 from gateway.selection import select_toolsets, tools_for
+from gateway.surfaces.base import Surface
 from gateway.toolcalls import ToolCaller
 from gateway.turncalls import TurnCalls
 from store.audit import Audit
@@ -58,7 +59,8 @@ MODEL_ERROR = "model.error"  # the audit action of a model call that failed afte
 
 class Runtime:
     def __init__(self, store: Store, config: Config, model: ModelClient | None, toolsets: list[Toolset],
-                 services: dict[str, Any], outbox: OutboxService, caller: ToolCaller, access: Access) -> None:
+                 services: dict[str, Any], outbox: OutboxService, caller: ToolCaller, access: Access,
+                 surfaces: dict[str, Surface] | None = None) -> None:
         self.store = store
         self.config = config
         self.model = model
@@ -68,6 +70,9 @@ class Runtime:
         self.caller = caller
         self.calls = TurnCalls(caller, self.reply)
         self.access = access
+        # Every configured surface, started or not: a turn recovered before the surfaces start still
+        # cleans up the progress sign its dead predecessor left (outbox.surfaces holds the started ones).
+        self.surfaces = surfaces or {}
         self.commands: CommandHandler | None = None
         self.sessions = Sessions(store)
         self.messages = Messages(store)
@@ -156,7 +161,7 @@ class Runtime:
             if answer is not None:
                 await self.reply(inbound.origin, answer, f"{turn_id}:command")
                 return
-        surface = self.outbox.surfaces.get(inbound.surface)
+        surface = self.surfaces.get(inbound.surface)
         progress = surface.progress(inbound.origin, inbound.platform_message_id) if surface else contextlib.nullcontext()
         live = self._live(inbound.origin, f"{turn_id}:reply")
         async with progress, _abandoned_on_error(live):

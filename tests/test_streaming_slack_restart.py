@@ -1,6 +1,7 @@
 """A streamed Slack reply survives a crash: `anyy run` on the fake Slack is killed with SIGKILL while the
 reply is growing (posted, edited at least once, not finished), then restarted; the re-run turn edits that
-same message to the complete text with chat.update and never posts the reply a second time."""
+same message to the complete text with chat.update, never posts the reply a second time, and takes the
+dead process's hourglass off the owner's message."""
 
 from __future__ import annotations
 
@@ -53,3 +54,6 @@ socket_stale_s = 30""")
     assert all(c.args["ts"] == ts for c in writes if c.method == "chat.update")
     assert writes[-1].method == "chat.update" and writes[-1].args["text"] == LONG
     assert len(model.requests) == 2  # the first, cut by the kill, and the re-run's
+    # The hourglass the killed process put on the owner's message is gone once the re-run answered.
+    reactions = [(c.method, c.args["timestamp"]) for c in slack_fake.calls.items(lambda c: c.method.startswith("reactions."))]
+    assert reactions[0][0] == "reactions.add" and reactions[-1] == ("reactions.remove", reactions[0][1]), reactions

@@ -249,19 +249,22 @@ class SlackSurface(Surface):
 
     @contextlib.asynccontextmanager
     async def progress(self, origin: Origin, platform_message_id: str | None) -> AsyncIterator[None]:
-        """An hourglass reaction on the user's message while the turn runs (Slack bots cannot type)."""
-        client = self._client
-        if client is None or platform_message_id is None:
+        """An hourglass reaction on the user's message while the turn runs (Slack bots cannot type).
+
+        A turn recovered at start-up runs before the surface is connected: it shows no hourglass, but the
+        process that died mid-turn may have left one, so it removes it at the end once it can."""
+        if platform_message_id is None:
             yield
             return
         target = {"channel": origin.chat_id, "timestamp": platform_message_id, "name": PROGRESS_REACTION}
-        added = await _reaction(client.reactions_add(**target), "add")
+        client = self._client
+        added = client is None or await _reaction(client.reactions_add(**target), "add")
         try:
             yield
         finally:
-            if added:
+            if added and self._client is not None:
                 # Shielded so a second cancellation of the turn cannot leave the hourglass behind.
-                await asyncio.shield(_reaction(client.reactions_remove(**target), "remove"))
+                await asyncio.shield(_reaction(self._client.reactions_remove(**target), "remove"))
 
     def _require_client(self) -> AsyncWebClient:
         if self._client is None:
