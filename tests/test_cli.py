@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from tests.fixtures.model import hang
-from tests.support.cli import ANYY, anyy, model_config, write_config
+from tests.support.cli import ANYY, SUBPROCESS_S, anyy, model_config, write_config
 from tests.support.crash import Child
 
 async def test_piped_chat_prints_each_reply_in_order_and_exits(tmp_path, home, model):
@@ -81,7 +81,7 @@ async def test_a_turn_killed_mid_flight_is_answered_once_after_restart(tmp_path,
     assert proc.stdin is not None
     proc.stdin.write(b"hello\n")
     await proc.stdin.drain()
-    await model.wait_for_requests(1, timeout=30)
+    await model.wait_for_requests(1, timeout=SUBPROCESS_S)
     proc.kill()  # mid-turn: the model call is in flight
     await proc.wait()
     model.reset()

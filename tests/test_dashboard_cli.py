@@ -11,11 +11,11 @@ from pathlib import Path
 
 import aiohttp
 
-from tests.support.cli import anyy
+from tests.support.cli import SUBPROCESS_S, anyy
 from tests.support.resident import Resident, resident, run_config
 
 
-async def wait_for_output(proc: Resident, text: str, timeout: float = 60) -> str:
+async def wait_for_output(proc: Resident, text: str, timeout: float = SUBPROCESS_S) -> str:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while text not in (out := proc.output()):
