@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 ANYY = [sys.executable, "-m", "gateway.cli"]
-# How long a fresh `anyy` process may take to start and do one thing. Starting alone (imports) takes
-# 15-20 s on a 2-core box under load, so deadlines near 30 s failed there; a generous one costs nothing
-# when the test passes.
+# How long a fresh `anyy` process may take to start and do one thing. Starting alone (imports) took
+# 15-20 s on a loaded 2-core box, which left deadlines near 30 s little margin; a generous one costs
+# nothing when the test passes.
 SUBPROCESS_S = 120.0
 
 
