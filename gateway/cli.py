@@ -70,7 +70,9 @@ async def start_dashboard(gw: Gateway) -> Dashboard | None:
         log.error("dashboard_failed listen=%s error=%s", cfg.listen, exc)
         print(f"dashboard: down: {exc}", file=sys.stderr)
         return None
-    print(f"dashboard: up on {cfg.listen} (`anyy dashboard url` prints the login link)", file=sys.stderr)
+    # The bound address, not the configured one: with port 0 it is the only place the port is told.
+    print(f"dashboard: up on {cfg.host}:{dashboard.port} (`anyy dashboard url` prints the login link)",
+          file=sys.stderr)
     return dashboard
 
 

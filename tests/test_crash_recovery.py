@@ -16,7 +16,7 @@ import pytest
 from store.db import Store
 from tests.fixtures.mail import PASSWORD, SmtpRecorder
 from tests.fixtures.model import reply, tool_call
-from tests.support.cli import write_config
+from tests.support.cli import SUBPROCESS_S, write_config
 from tests.support.crash import chat_once, start
 
 
@@ -126,7 +126,7 @@ async def test_killed_during_the_send_the_message_goes_out_at_most_once(cfg, env
     approval_id = await held_email(cfg, env, model)
     smtp_recorder.stall = True  # the server has the message; the sender waits for its "250"
     child = await start("chat", cfg, env, lines=[f"/approve {approval_id}"])
-    assert await asyncio.to_thread(smtp_recorder.data_arrived.wait, 30)
+    assert await asyncio.to_thread(smtp_recorder.data_arrived.wait, SUBPROCESS_S)
     await child.kill()
     smtp_recorder.stall = False
     out = await chat_once(cfg, env)
@@ -142,7 +142,7 @@ async def test_two_residents_on_one_store_the_second_refuses(tmp_path, cfg, env)
         await first.wait_for_stderr("No chat surface is configured")
         other_home = {**env, "ANYY_HOME": str(tmp_path / "other-home")}  # another data dir, the same store
         second = await start("run", cfg, other_home)
-        _, err = await asyncio.wait_for(second.process.communicate(), 30)
+        _, err = await asyncio.wait_for(second.process.communicate(), SUBPROCESS_S)
         assert second.process.returncode == 1
         assert f"another Anyy process (pid {first.process.pid}) is already running on the store" in err.decode()
     finally:

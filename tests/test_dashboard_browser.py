@@ -18,7 +18,6 @@ from selenium.webdriver.support.wait import WebDriverWait
 
 from gateway.config import DashboardConfig
 from store.approvals import Approvals
-from tests.fixtures.dashboard import free_port
 from tests.support.cli import anyy, write_config
 from tests.test_email_e2e import held
 
@@ -46,12 +45,11 @@ async def test_login_find_policy_and_approve_an_email_in_a_browser(
         browser, dashboard_config, email_config, start_console, start_dashboard, model, smtp_recorder, tmp_path):
     shots = tmp_path / "screenshots"
     shots.mkdir()
-    port = free_port()
     dashboard_config()  # sets the data directory for the config built next
     cfg = email_config()
-    cfg.dashboard = DashboardConfig(listen=f"127.0.0.1:{port}")
+    cfg.dashboard = DashboardConfig(listen="127.0.0.1:0")  # a port picked beforehand could be taken meanwhile
     harness = await start_console(cfg)
-    await start_dashboard(harness)
+    port = (await start_dashboard(harness)).dashboard.port
 
     # The login link, from the real command reading the same config and data directory.
     config_file = write_config(tmp_path, f'[dashboard]\nlisten = "127.0.0.1:{port}"\n')

@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import socket
 from pathlib import Path
 
 import aiohttp
 
-from tests.fixtures.dashboard import free_port
-from tests.support.cli import anyy
+from tests.support.cli import SUBPROCESS_S, anyy
 from tests.support.resident import Resident, resident, run_config
 
 
-async def wait_for_output(proc: Resident, text: str, timeout: float = 60) -> str:
+async def wait_for_output(proc: Resident, text: str, timeout: float = SUBPROCESS_S) -> str:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while text not in (out := proc.output()):
@@ -26,10 +26,14 @@ async def wait_for_output(proc: Resident, text: str, timeout: float = 60) -> str
 
 
 async def test_anyy_run_serves_the_dashboard_and_the_url_logs_in(model, tmp_path: Path):
-    port = free_port()
-    config = run_config(tmp_path, model, "", dashboard_listen=f"127.0.0.1:{port}")
+    # Port 0, not a port picked beforehand: that one can be taken by anything else on the machine while
+    # `anyy run` starts (seconds on a loaded box). The resident says which port it bound.
+    config = run_config(tmp_path, model, "", dashboard_listen="127.0.0.1:0")
     async with resident(tmp_path, config, {}) as proc:
-        await wait_for_output(proc, f"dashboard: up on 127.0.0.1:{port}")
+        up = re.search(r"dashboard: up on 127\.0\.0\.1:(\d+)", await wait_for_output(proc, "prints the login link"))
+        assert up, proc.output()
+        port = int(up.group(1))
+        run_config(tmp_path, model, "", dashboard_listen=f"127.0.0.1:{port}")  # the config naming that port
         env = {**os.environ, "ANYY_HOME": str(tmp_path / "home")}
         code, out, err = await anyy("dashboard", "url", "--config", str(config), env=env)
         assert code == 0, err

@@ -21,8 +21,6 @@ from tests.support.model_wire import wire_problem
 from tests.support.side_effects import TESTING
 from toolsets.registry import TOOLSETS
 
-SOON, PAST = iso(utcnow() + timedelta(minutes=5)), iso(utcnow() - timedelta(seconds=1))
-
 
 def test_a_call_without_a_result_stays_in_view_paired_with_an_unknown_outcome():
     calls = [ToolCallRecord(id="c1", name="task_create", arguments='{"title":"milk"}'),
@@ -43,18 +41,20 @@ def test_a_call_without_a_result_stays_in_view_paired_with_an_unknown_outcome():
 
 
 async def test_leases_let_only_stopped_owners_work_be_taken_over():
-    assert leases.takeable(None, None) and not leases.takeable(leases.OWNER, PAST)  # never our own work
-    assert not leases.takeable("elsewhere/123/456", SOON)  # another host: trusted until its lease lapses
-    assert leases.takeable("elsewhere/123/456", PAST)
+    # Taken when the test runs, not at import: a long run under load once outlived a 5-minute horizon set at import.
+    soon, past = iso(utcnow() + timedelta(hours=1)), iso(utcnow() - timedelta(seconds=1))
+    assert leases.takeable(None, None) and not leases.takeable(leases.OWNER, past)  # never our own work
+    assert not leases.takeable("elsewhere/123/456", soon)  # another host: trusted until its lease lapses
+    assert leases.takeable("elsewhere/123/456", past)
     live = await asyncio.create_subprocess_exec(sys.executable, "-c", "import time; time.sleep(60)")
     try:
         started = leases._start_time(live.pid)  # what the child itself would record as its owner id
-        assert not leases.takeable(f"{leases.HOST}/{live.pid}/{started}", SOON)
-        assert leases.takeable(f"{leases.HOST}/{live.pid}/{started}1", SOON)  # the pid was reused
+        assert not leases.takeable(f"{leases.HOST}/{live.pid}/{started}", soon)
+        assert leases.takeable(f"{leases.HOST}/{live.pid}/{started}1", soon)  # the pid was reused
     finally:
         live.kill()
         await live.wait()
-    assert leases.takeable(f"{leases.HOST}/{live.pid}/{started}", SOON)  # gone: no need to wait out the lease
+    assert leases.takeable(f"{leases.HOST}/{live.pid}/{started}", soon)  # gone: no need to wait out the lease
     assert leases.OWNER.startswith(f"{leases.HOST}/{os.getpid()}/")
 
 

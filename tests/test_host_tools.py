@@ -76,17 +76,31 @@ def test_call_policy_tightens_or_loosens_change_plan_to_audit_only():
 
 async def test_runner_times_out_stops_the_group_and_bounds_output(tmp_path):
     settings = Settings(workspace=tmp_path, writable=(tmp_path,), hidden=(), secret_names=frozenset())
-    res = await processes.run(settings, ["bash", "-c", "sleep 30 & echo $! > child; sleep 30"], tmp_path,
+    res = await processes.run(settings, ["bash", "-c", "sleep 600 & echo $! > child; sleep 30"], tmp_path,
                               tmp_path / "out.log", timeout_s=0.5, max_bytes=1000)
     assert res.timed_out and res.exit_code is not None and res.duration_s < 10
-    child = int((tmp_path / "child").read_text())
-    await asyncio.sleep(0.1)
-    assert not Path(f"/proc/{child}").exists() or "Z" in Path(f"/proc/{child}/stat").read_text().split()[2]
+    child = Path(f"/proc/{int((tmp_path / 'child').read_text())}")
+    # run() returns once bash has exited; the SIGTERM'd background sleep exits when the scheduler gets to
+    # it, which on a loaded machine can be well after a fixed 0.1 s. (It sleeps far past the deadline, so
+    # a group that was not stopped cannot pass by ending on its own.)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 30
+    while _running(child):
+        assert loop.time() < deadline, f"{child} still runs after its group was stopped"
+        await asyncio.sleep(0.05)
     res = await processes.run(settings, ["bash", "-c", "head -c 5000 /dev/zero | tr '\\0' a; echo; echo END"],
                               tmp_path, tmp_path / "out2.log", timeout_s=10, max_bytes=1000)
     assert res.exit_code == 0 and res.output.truncated and res.output.total_bytes == 5005
     assert res.output.text.endswith("END\n") and "bytes of output omitted" in res.output.text
     assert not (tmp_path / "out2.log").exists()
+
+
+def _running(proc: Path) -> bool:
+    """Whether the /proc entry is a live process (not gone, not a zombie waiting to be reaped)."""
+    try:
+        return "Z" not in (proc / "stat").read_text().split()[2]
+    except FileNotFoundError:
+        return False
 
 
 # -- the sandbox ---------------------------------------------------------------------------------------

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -24,6 +23,7 @@ from gateway.llm.retry import RetryPolicy, parse_retry_after
 from tests.fixtures.model import (
     FakeModel, hang, malformed_args, reply, start_fake_model, status, tool_call, tool_calls,
 )
+from tests.support.ports import port_of, refusing_socket
 
 KEY = "sk-test-secret-123"
 TASK_TOOL = ToolSchema(name="task_create", description="Create a task.",
@@ -189,9 +189,8 @@ async def test_hang_times_out(provider: str, model: FakeModel) -> None:
 
 
 async def test_connection_refused(provider: str, model: FakeModel) -> None:
-    with socket.socket() as closed:  # bound, never listening: connecting is refused, and the port stays ours
-        closed.bind(("127.0.0.1", 0))
-        url = f"http://127.0.0.1:{closed.getsockname()[1]}"
+    with refusing_socket() as closed:
+        url = f"http://127.0.0.1:{port_of(closed)}"
         async with client(provider, model, base_url=url + ("/v1" if provider == "openai" else "")) as c:
             with pytest.raises(ModelUnavailable) as err:
                 await c.complete(user("x"), [])

@@ -17,6 +17,7 @@ from store.db import Store
 from tests.fixtures.model import FakeModel, last_user_text, reply, tool_call
 from tests.fixtures.speech import FakeSpeech
 from tests.support.audio import is_ogg_opus, voice_note
+from tests.support.cli import SUBPROCESS_S
 from tests.support.resident import resident, run_config
 from tests.support.telegram_api import OWNER_ID, FakeBot
 
@@ -166,12 +167,12 @@ transcribe_url = "{speech.url}"
     speech.delay_s = 30
     async with resident(tmp_path, config, secrets) as anyy:
         voice(tg, ogg)
-        await speech.uploads.wait(timeout=60)  # mid-transcription...
+        await speech.uploads.wait(timeout=SUBPROCESS_S)  # mid-transcription...
         anyy.process.send_signal(signal.SIGKILL)  # ...the process dies
         await anyy.process.wait()
     speech.delay_s = 0
     async with resident(tmp_path, config, secrets) as anyy:
-        await tg.wait_calls("sendMessage", timeout=60)
+        await tg.wait_calls("sendMessage", timeout=SUBPROCESS_S)
         assert await anyy.terminate() == 0
     assert len(speech.uploads.items()) == 2  # transcribed again after the restart, once
     assert len(model.requests) == 1

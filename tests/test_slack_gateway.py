@@ -14,6 +14,7 @@ from gateway.app import Gateway
 from tests.fixtures.model import FakeModel, reply, tool_call
 from tests.fixtures.slack import ApiCall, FakeSlack
 from tests.support import side_effects
+from tests.support.cli import SUBPROCESS_S
 from tests.support.resident import resident, run_config
 from tests.support.side_effects import EXECUTED
 from tests.support.slack_events import APP_TOKEN, BOT_TOKEN, OWNER, STRANGER, dm, event_body, press_body
@@ -97,11 +98,11 @@ base_url = "{slack_fake.base_url}"
 allowed_users = ["{OWNER}"]
 socket_stale_s = 30""")
     async with resident(tmp_path, config, {"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_APP_TOKEN": APP_TOKEN}) as anyy:
-        await slack_fake.connections.wait(timeout=60)
+        await slack_fake.connections.wait(timeout=SUBPROCESS_S)
         envelope = await slack_fake.send_envelope("events_api", event_body(dm("hi from slack")))
-        await slack_fake.acks.wait(lambda a: a.envelope_id == envelope, timeout=15)
-        answer = (await slack_fake.calls.wait(is_post, timeout=15))[0].args
+        await slack_fake.acks.wait(lambda a: a.envelope_id == envelope, timeout=SUBPROCESS_S)
+        answer = (await slack_fake.calls.wait(is_post, timeout=SUBPROCESS_S))[0].args
         assert (answer["channel"], answer["text"]) == ("D0001", "echo: hi from slack")
-        assert await anyy.terminate(30) == 0, anyy.output()
+        assert await anyy.terminate(SUBPROCESS_S) == 0, anyy.output()
     output = anyy.output()
     assert "slack: up" in output and BOT_TOKEN not in output

@@ -17,6 +17,7 @@ from store.memory import Memory
 from store.subagents import SubagentJobs
 from tests.fixtures.model import hang, reply, tool_call
 from tests.support import side_effects
+from tests.support.cli import SUBPROCESS_S
 from tests.support.side_effects import EXECUTED, TESTING
 from toolsets.registry import TOOLSETS
 
@@ -202,14 +203,14 @@ async def test_kill_9_during_a_background_job_is_reported_after_restart(tmp_path
     first = await chat()
     first.stdin.write(b"research in the background\n")
     await first.stdin.drain()
-    await model.wait_for_requests(3, timeout=30)  # the child is mid-turn
-    while b"Started." not in await asyncio.wait_for(first.stdout.readline(), 30):
+    await model.wait_for_requests(3, timeout=SUBPROCESS_S)  # the child is mid-turn
+    while b"Started." not in await asyncio.wait_for(first.stdout.readline(), SUBPROCESS_S):
         pass  # the parent's turn has finished and been delivered
     first.send_signal(signal.SIGKILL)
     await first.wait()
     second = await chat()
     second.stdin.close()
-    out, _ = await asyncio.wait_for(second.communicate(), 60)
+    out, _ = await asyncio.wait_for(second.communicate(), SUBPROCESS_S)
     text = out.decode()
     assert "was interrupted when Anyy stopped" in text and "not re-run" in text
     assert len(model.requests) == 3  # nothing ran again

@@ -12,6 +12,7 @@ import pytest
 
 from tests.fixtures.model import FakeModel, reply, tool_call
 from tests.support import side_effects
+from tests.support.cli import SUBPROCESS_S
 from tests.support.resident import resident, run_config
 from tests.support.side_effects import EXECUTED
 from tests.support.telegram_api import GROUP_ID, OWNER_ID, FakeBot
@@ -122,9 +123,9 @@ base_file_url = "{tg.base_file_url}"
 allowed_users = [{OWNER_ID}]
 poll_timeout_s = 10""")
     async with resident(tmp_path, config, {"TELEGRAM_BOT_TOKEN": tg.token, "OPENAI_API_KEY": "test-key"}) as anyy:
-        await tg.wait_calls("getUpdates", timeout=60)  # polling: the surface is up
+        await tg.wait_calls("getUpdates", timeout=SUBPROCESS_S)  # polling: the surface is up
         tg.message("hello from the phone")
-        await tg.wait_calls("sendMessage", timeout=30)
+        await tg.wait_calls("sendMessage", timeout=SUBPROCESS_S)
         assert await anyy.terminate() == 0
     assert texts(tg) == ["echo: hello from the phone"]
     output = anyy.output()

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 import ssl
 from collections.abc import AsyncIterator
 
@@ -14,6 +13,7 @@ from aiohttp import web
 
 from connectors.web import FetchError, Guard, WebFetcher
 from tests.fixtures.web import BIG_BYTES, PDF_TEXT, FakeSite
+from tests.support.ports import port_of, refusing_socket
 
 
 @pytest.fixture
@@ -90,17 +90,10 @@ async def test_http_errors_and_timeouts_are_readable(site: FakeSite) -> None:
             await fetcher.fetch(site.url("/missing"))
         with pytest.raises(FetchError, match="no complete answer within 0.5 s"):
             await fetcher.fetch(site.url("/hang"))
-        closed = _free_port()
-        with pytest.raises(FetchError, match="cannot connect"):
-            await fetcher.fetch(f"http://127.0.0.1:{closed}/")
+        with refusing_socket() as closed, pytest.raises(FetchError, match="cannot connect"):
+            await fetcher.fetch(f"http://127.0.0.1:{port_of(closed)}/")
     finally:
         await fetcher.aclose()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -142,13 +135,15 @@ async def test_http_is_upgraded_to_https_where_the_site_serves_it(site: FakeSite
 
 
 async def test_http_stays_http_where_https_is_not_served(site: FakeSite, ca: trustme.CA) -> None:
-    guard = Guard(allow_private=True, resolver=_resolve_site, default_ports={"http": site.port, "https": _free_port()})
-    fetcher = WebFetcher(guard)
-    try:
-        page = await fetcher.fetch("http://site.test/notes.txt")
-        assert (page.final_url, page.text) == ("http://site.test/notes.txt", "plain notes\nline two")
-    finally:
-        await fetcher.aclose()
+    with refusing_socket() as no_https:
+        guard = Guard(allow_private=True, resolver=_resolve_site,
+                      default_ports={"http": site.port, "https": port_of(no_https)})
+        fetcher = WebFetcher(guard)
+        try:
+            page = await fetcher.fetch("http://site.test/notes.txt")
+            assert (page.final_url, page.text) == ("http://site.test/notes.txt", "plain notes\nline two")
+        finally:
+            await fetcher.aclose()
 
 
 async def test_tls_certificates_are_verified_for_the_host_name(site: FakeSite, ca: trustme.CA) -> None:

@@ -8,6 +8,10 @@ from pathlib import Path
 from typing import Any
 
 ANYY = [sys.executable, "-m", "gateway.cli"]
+# How long a fresh `anyy` process may take to start and do one thing. Starting alone (imports) took
+# 15-20 s on a loaded 2-core box, which left deadlines near 30 s little margin; a generous one costs
+# nothing when the test passes.
+SUBPROCESS_S = 120.0
 
 
 def write_config(tmp_path: Path, text: str) -> str:
@@ -22,7 +26,7 @@ def model_config(tmp_path: Path, model: Any) -> str:
                                   "timeout_s = 10\nmax_retries = 0\n")
 
 
-async def anyy(*args: str, env: dict[str, str], stdin: str = "", timeout: float = 60) -> tuple[int, str, str]:
+async def anyy(*args: str, env: dict[str, str], stdin: str = "", timeout: float = SUBPROCESS_S) -> tuple[int, str, str]:
     """Run `anyy ARGS`, feeding `stdin`; returns (exit code, stdout, stderr)."""
     proc = await asyncio.create_subprocess_exec(*ANYY, *args, env=env, stdin=asyncio.subprocess.PIPE,
                                                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)

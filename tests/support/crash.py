@@ -10,7 +10,7 @@ import asyncio
 import signal
 from dataclasses import dataclass, field
 
-from tests.support.cli import ANYY
+from tests.support.cli import ANYY, SUBPROCESS_S
 
 
 @dataclass
@@ -18,7 +18,7 @@ class Child:
     process: asyncio.subprocess.Process
     stderr_lines: list[str] = field(default_factory=list)
 
-    async def wait_for_stderr(self, text: str, timeout: float = 30) -> None:
+    async def wait_for_stderr(self, text: str, timeout: float = SUBPROCESS_S) -> None:
         """Read stderr until a line contains `text`."""
         assert self.process.stderr is not None
 
@@ -31,7 +31,7 @@ class Child:
 
         await asyncio.wait_for(read(), timeout)
 
-    async def wait_paused(self, step: str, timeout: float = 30) -> None:
+    async def wait_paused(self, step: str, timeout: float = SUBPROCESS_S) -> None:
         await self.wait_for_stderr(f"anyy: paused at {step}", timeout)
 
     async def kill(self) -> None:
@@ -39,7 +39,7 @@ class Child:
         self.process.send_signal(signal.SIGKILL)
         await self.process.wait()
 
-    async def terminate(self, timeout: float = 30) -> int:
+    async def terminate(self, timeout: float = SUBPROCESS_S) -> int:
         self.process.send_signal(signal.SIGTERM)
         return await asyncio.wait_for(self.process.wait(), timeout)
 
@@ -60,7 +60,7 @@ async def start(command: str, cfg: str, env: dict[str, str], *, lines: list[str]
     return Child(process)
 
 
-async def chat_once(cfg: str, env: dict[str, str], *lines: str, timeout: float = 60) -> str:
+async def chat_once(cfg: str, env: dict[str, str], *lines: str, timeout: float = SUBPROCESS_S) -> str:
     """Run `anyy chat` to the end with these lines; returns its stdout (it must exit cleanly)."""
     child = await start("chat", cfg, env, lines=list(lines))
     out, err = await asyncio.wait_for(child.process.communicate(), timeout)

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tests.support.cli import SUBPROCESS_S
+
 
 def run_config(tmp_path: Path, model: Any, surface_section: str, dashboard_listen: str | None = None) -> Path:
     """Write a config for the fake model, a store in `tmp_path`, and `surface_section` (TOML text). The
@@ -42,7 +44,7 @@ class Resident:
     process: asyncio.subprocess.Process
     log_path: Path
 
-    async def terminate(self, timeout: float = 60) -> int:
+    async def terminate(self, timeout: float = SUBPROCESS_S) -> int:
         """SIGTERM and wait: the exit code of a graceful shutdown."""
         self.process.send_signal(signal.SIGTERM)
         return await asyncio.wait_for(self.process.wait(), timeout)
