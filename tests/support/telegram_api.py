@@ -177,7 +177,7 @@ class FakeBot:
         with self.lock:
             return [u["update_id"] for u in self.updates]
 
-    async def wait(self, check: Callable[[], T | None], timeout: float = 5.0, what: str = "a condition") -> T:
+    async def wait(self, check: Callable[[], T | None], timeout: float = 30.0, what: str = "a condition") -> T:
         """Wait until `check()`, evaluated under the lock after every change, returns something truthy;
         returns it. Raises AssertionError after `timeout` seconds."""
         loop = asyncio.get_running_loop()
@@ -197,7 +197,7 @@ class FakeBot:
                 if waiter in self._waiters:
                     self._waiters.remove(waiter)
 
-    async def wait_calls(self, method: str, count: int = 1, timeout: float = 5.0,
+    async def wait_calls(self, method: str, count: int = 1, timeout: float = 30.0,
                          where: Callable[[Call], bool] = lambda c: True) -> list[Call]:
         """Wait for `count` successful calls of `method` (matching `where`); returns all such calls."""
         def check() -> list[Call] | None:

@@ -54,7 +54,7 @@ class RecordingPort:
             self._changed.notify_all()
         return self.press_reply
 
-    async def wait(self, check: Callable[[], bool], timeout: float = 5.0) -> None:
+    async def wait(self, check: Callable[[], bool], timeout: float = 30.0) -> None:
         async with self._changed:
             await asyncio.wait_for(self._changed.wait_for(check), timeout)
 
