@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gateway.access import Access
 from gateway.approvals import ApprovalService
@@ -22,7 +22,6 @@ from gateway.context import TurnContext
 from gateway.llm import make_client
 from gateway.llm.types import ModelClient
 from gateway.media import run_retention, sweep_expired
-from gateway.mcp import McpTools
 from gateway.outbox import OutboxService
 from gateway.policy import Policy
 from gateway.runtime import Runtime
@@ -37,6 +36,9 @@ from store.records import ApprovalRecord, AutomationRecord, Inbound, Origin, par
 from store.sessions import session_id_for
 from toolsets.base import Tool, Toolset
 from toolsets.registry import TOOLSETS
+
+if TYPE_CHECKING:
+    from gateway.mcp import McpTools
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +63,11 @@ class Gateway:
                  resident: bool = True, toolsets: list[Toolset] | None = None) -> None:
         self.config = config
         # MCP toolsets are built from the configured servers; their tools fill in once each server lists them.
-        self.mcp = McpTools(config.mcp.enabled) if config.mcp.enabled else None
+        self.mcp: McpTools | None = None
+        if config.mcp.enabled:
+            from gateway import mcp  # the MCP SDK (most of a second to import) only when it is used
+
+            self.mcp = mcp.McpTools(config.mcp.enabled)
         mcp_toolsets = list(self.mcp.toolsets.values()) if self.mcp else []
         self.toolsets = [*(TOOLSETS if toolsets is None else toolsets), *mcp_toolsets]
         self.tools: dict[str, Tool] = {}  # by name, shared with the tool caller and approvals

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from gateway.approvals import ApprovalService
-from gateway.mcp import status_lines
+from gateway.mcp_cli import status_lines
 from gateway.policy import effective_descriptor
 from gateway.reminders import cancel_command, remind_command, reminders_command
 from gateway.runtime import Runtime

@@ -12,7 +12,6 @@ import logging
 from collections.abc import Callable
 
 from connectors.mcp import McpManager, McpServer, McpServerSettings
-from connectors.mcp_names import toolset_name
 from gateway.config import McpServerConfig
 from toolsets.base import ExecutionPolicy, Toolset
 from toolsets.mcp import ServerSpec, fill, new_toolset
@@ -50,11 +49,3 @@ class McpTools:
         log.info("mcp_tools_listed server=%s tools=%d", server.name, len(toolset.tools))
         if self.on_change is not None:
             self.on_change()
-
-
-def status_lines(manager: McpManager | None) -> list[tuple[str, str]]:
-    """(toolset name, line) per server, for `/tools`: its state and tool count, or why it is down."""
-    if manager is None:
-        return []
-    return [(ts, f"{ts}: {server.status()}") for ts, server in
-            ((toolset_name(name), server) for name, server in manager.servers.items())]
