@@ -4,7 +4,9 @@ Inbound: a DM or a mention becomes an `Inbound`, recorded by the gateway before 
 (Bolt runs with process_before_response, so the ack is the listener's return). A button press is
 acknowledged at once and forwarded to the gateway; what it answers is shown to the presser alone.
 Outbound: Markdown rendered as mrkdwn, split to Slack's limits, buttons as Block Kit; errors mapped to
-transient (retried by the dispatcher) or permanent `DeliveryError`s. Slack types stay in this package.
+transient (retried by the dispatcher) or permanent `DeliveryError`s. Every post carries metadata naming
+its outbox row, so a row a killed process was sending is looked up before it is posted again (`sent.py`).
+Slack types stay in this package.
 """
 
 from __future__ import annotations
