@@ -144,6 +144,8 @@ class OutboxService:
             if target.state == "pending":
                 return  # deliver the original first; this edit stays pending
             edit_id = target.platform_message_id
+        if edit_id is None:  # a new message: a crash from here until its outcome is recorded leaves it in doubt
+            await self.repo.mark_sending(item.id)
         try:
             platform_id = await surface.deliver(item, edit_id)
         except DeliveryError as exc:

@@ -354,3 +354,10 @@ def m012_outbox_revision(db: Database) -> None:
 def m013_subagent_owner(db: Database) -> None:
     """A job names its process as leases do (host/pid/start time), so a reused pid is not taken for it."""
     db.execute("ALTER TABLE subagent_jobs ADD COLUMN owner TEXT NOT NULL DEFAULT ''")
+
+
+@MIGRATIONS()
+def m014_outbox_sending(db: Database) -> None:
+    """When a new message's send began, cleared once its outcome is recorded: a row left with it set by a
+    killed process may already be on the platform, so its next delivery looks before posting again."""
+    db.execute("ALTER TABLE outbox ADD COLUMN sending_at TEXT")

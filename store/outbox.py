@@ -90,22 +90,29 @@ class Outbox:
 
         return await self.store.run(op)
 
+    async def mark_sending(self, item_id: int) -> None:
+        """Record that a new message's send begins: until its outcome is recorded, it may be on the
+        platform without the row knowing."""
+        await self.store.run(lambda db: db.execute("UPDATE outbox SET sending_at = ? WHERE id = ?",
+                                                   [iso(utcnow()), item_id]))
+
     async def mark_sent(self, item_id: int, platform_message_id: str | None, revision: int = 0) -> None:
         """Record the delivery of `revision`. The platform id is kept in any case; a row rewritten since
         stays pending, and its next delivery edits that message."""
         await self.store.run(lambda db: db.execute(
             "UPDATE outbox SET state = CASE WHEN revision = ? THEN 'sent' ELSE state END, platform_message_id = ?,"
-            " sent_at = ?, error = NULL WHERE id = ?",
+            " sent_at = ?, error = NULL, sending_at = NULL WHERE id = ?",
             [revision, platform_message_id, iso(utcnow()), item_id]))
 
     async def mark_retry(self, item_id: int, error: str, next_attempt_at: str) -> None:
         await self.store.run(lambda db: db.execute(
-            "UPDATE outbox SET attempts = attempts + 1, error = ?, next_attempt_at = ? WHERE id = ?",
+            "UPDATE outbox SET attempts = attempts + 1, error = ?, next_attempt_at = ?, sending_at = NULL WHERE id = ?",
             [error, next_attempt_at, item_id]))
 
     async def mark_failed(self, item_id: int, error: str) -> None:
         await self.store.run(lambda db: db.execute(
-            "UPDATE outbox SET state = 'failed', attempts = attempts + 1, error = ? WHERE id = ?", [error, item_id]))
+            "UPDATE outbox SET state = 'failed', attempts = attempts + 1, error = ?, sending_at = NULL WHERE id = ?",
+            [error, item_id]))
 
     async def backlog(self) -> list[Backlog]:
         """Per surface: pending (and retrying) rows, rows given up on, the oldest pending one."""

@@ -170,6 +170,13 @@ class OutboxItem(BaseModel):
     created_at: str
     sent_at: str | None = None
     revision: int = 0  # bumped by every rewrite of the row (`Outbox.put`)
+    sending_at: str | None = None  # a send began and its outcome was never recorded
+
+    @property
+    def in_doubt(self) -> bool:
+        """An earlier send of this row may have reached the platform (its process died mid-call), so a
+        surface that can look its messages up should, before posting again."""
+        return self.sending_at is not None
 
 
 ApprovalState = Literal[

@@ -4,7 +4,9 @@ Inbound: a DM or a mention becomes an `Inbound`, recorded by the gateway before 
 (Bolt runs with process_before_response, so the ack is the listener's return). A button press is
 acknowledged at once and forwarded to the gateway; what it answers is shown to the presser alone.
 Outbound: Markdown rendered as mrkdwn, split to Slack's limits, buttons as Block Kit; errors mapped to
-transient (retried by the dispatcher) or permanent `DeliveryError`s. Slack types stay in this package.
+transient (retried by the dispatcher) or permanent `DeliveryError`s. Every post carries metadata naming
+its outbox row, so a row a killed process was sending is looked up before it is posted again (`sent.py`).
+Slack types stay in this package.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from gateway.surfaces.slack.format import escape, mrkdwn_chunks, to_mrkdwn
 from gateway.surfaces.text import split_text
 from gateway.surfaces.slack.health import SocketConnection
 from gateway.surfaces.slack.http import HttpReceiver
+from gateway.surfaces.slack.sent import find_parts, metadata
 from store.records import Attachment, Origin, Outbound, OutboxItem
 
 log = logging.getLogger(__name__)
@@ -191,22 +194,34 @@ class SlackSurface(Surface):
             chunks = mrkdwn_chunks(out.text, SECTION_LIMIT if out.buttons else TEXT_LIMIT)
         # A retry after a failure mid-way (say, ratelimited on part 3) resumes; parts 1-2 are not re-sent.
         posted = self._posted.setdefault(item.id, [])
+        # A row a killed process was sending: the parts it posted are on Slack, tagged; they count as sent.
+        found = (await find_parts(client, item) or {}) if item.in_doubt and not posted else {}
         try:
             for index in range(len(posted), len(chunks)):
                 last = index == len(chunks) - 1
                 buttons = out.buttons if last else []
                 blocks = message_blocks(chunks[index], buttons, plain=out.preformatted) \
                     if buttons or out.preformatted else None
+                text = _fallback(chunks[index], out)
+                earlier = found.get(index)
                 with _delivery_errors():
-                    response = await client.chat_postMessage(channel=out.origin.chat_id, text=_fallback(chunks[index], out),
-                                                             blocks=blocks, thread_ts=out.origin.thread_id)
-                posted.append(str(response["ts"]))
+                    if earlier is None:
+                        response = await client.chat_postMessage(channel=out.origin.chat_id, text=text, blocks=blocks,
+                                                                 thread_ts=out.origin.thread_id,
+                                                                 metadata=metadata(item, index))
+                        ts = str(response["ts"])
+                    else:
+                        ts = earlier.ts
+                        if earlier.revision != item.revision:  # posted from an older text of the row
+                            await client.chat_update(channel=out.origin.chat_id, ts=ts, text=text, blocks=blocks)
+                posted.append(ts)
         except DeliveryError as exc:
             if not exc.transient:
                 del self._posted[item.id]
             raise
         del self._posted[item.id]
-        log.info("slack_delivered item=%d channel=%s parts=%d", item.id, out.origin.chat_id, len(chunks))
+        log.info("slack_delivered item=%d channel=%s parts=%d found=%d", item.id, out.origin.chat_id, len(chunks),
+                 len(found))
         return f"{out.origin.chat_id}:{posted[-1]}"
 
     async def _upload(self, client: AsyncWebClient, out: Outbound, attachment: Attachment) -> str:
