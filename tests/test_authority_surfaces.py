@@ -15,7 +15,7 @@ import pytest_asyncio
 from gateway.app import Gateway
 from store.artifacts import Artifacts
 from tests.fixtures.model import FakeModel, reply, tool_call
-from tests.fixtures.slack import ApiCall, FakeSlack
+from tests.fixtures.slack import FakeSlack, is_post
 from tests.support import side_effects
 from gateway.surfaces.slack.events import to_press
 from tests.support.slack_events import OWNER, STRANGER, dm, event_body, mention, press_body
@@ -37,10 +37,6 @@ def _reset_side_effects() -> Iterator[None]:
 async def slack_owner_gateway(slack_gateway: Any) -> AsyncIterator[Gateway]:
     async with slack_gateway() as gw:
         yield gw
-
-
-def is_post(call: ApiCall) -> bool:
-    return call.method == "chat.postMessage" and call.ok
 
 
 # -- defect 5: strangers fill the disk before any check -------------------------------------------------

@@ -13,7 +13,7 @@ from PIL import Image
 
 from gateway.app import Gateway
 from tests.fixtures.model import FakeModel, last_user_text, reply, tool_call
-from tests.fixtures.slack import ApiCall, FakeSlack
+from tests.fixtures.slack import FakeSlack, is_post
 from tests.fixtures.speech import FakeSpeech
 from tests.support.audio import is_ogg_opus, voice_note
 from tests.support.slack_events import dm, event_body
@@ -24,10 +24,6 @@ async def gateway(slack_gateway: Any, speech: FakeSpeech) -> AsyncIterator[Gatew
     async with slack_gateway(speech={"transcribe_url": speech.url}, tts={"engine": "espeak-ng"},
                              model={"vision": True, "image_max_side": 640}) as gw:
         yield gw
-
-
-def is_post(call: ApiCall) -> bool:
-    return call.method == "chat.postMessage" and call.ok
 
 
 async def test_an_audio_file_is_transcribed_into_the_turn(gateway: Gateway, slack_fake: FakeSlack,

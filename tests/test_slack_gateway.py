@@ -12,7 +12,7 @@ import pytest_asyncio
 
 from gateway.app import Gateway
 from tests.fixtures.model import FakeModel, reply, tool_call
-from tests.fixtures.slack import ApiCall, FakeSlack
+from tests.fixtures.slack import FakeSlack, is_post
 from tests.support import side_effects
 from tests.support.cli import SUBPROCESS_S
 from tests.support.resident import resident, run_config
@@ -29,10 +29,6 @@ def _reset_side_effects() -> None:
 async def gateway(slack_gateway: Any) -> AsyncIterator[Gateway]:
     async with slack_gateway() as gw:
         yield gw
-
-
-def is_post(call: ApiCall) -> bool:
-    return call.method == "chat.postMessage" and call.ok
 
 
 async def press(slack_fake: FakeSlack, user: str, action_id: str, prompt: dict[str, Any]) -> str:
