@@ -89,6 +89,14 @@ class ToolError(Exception):
     refused recipient, a server that is down). Its message becomes the tool result."""
 
 
+def configured(ctx: ToolContext, name: str, what: str) -> Any:
+    """The service `name` from the tool's context; a ToolError saying "`what` is not configured" without it."""
+    found = ctx.service(name)
+    if found is None:
+        raise ToolError(f"{what} is not configured")
+    return found
+
+
 class Preview(BaseModel):
     """What an approval prompt shows, what it binds, and the exact effect it stands for.
 

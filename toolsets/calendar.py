@@ -23,7 +23,7 @@ from pydantic import BaseModel
 
 from connectors import ical
 from connectors.calendar import CalendarClient, CalendarConflict, CalendarError, Event, EventFields
-from toolsets.base import ApprovalPolicy, ExecutionPolicy, Preview, Risk, ToolContext, ToolError, Toolset
+from toolsets.base import ApprovalPolicy, ExecutionPolicy, Preview, Risk, ToolContext, ToolError, Toolset, configured
 from toolsets.calendar_format import (
     When, change_text, day_text, event_card, event_diff, event_fields, event_line, event_ref, range_bound, when_text,
 )
@@ -56,9 +56,7 @@ _MUTATION = {"risk": Risk.RUNTIME_HIGH, "approval": ApprovalPolicy.ALWAYS, "exec
 
 
 def _client(ctx: ToolContext) -> CalendarClient:
-    client = ctx.service("calendar")
-    if client is None:
-        raise ToolError("calendar is not configured")
+    client: CalendarClient = configured(ctx, "calendar", "calendar")
     return client
 
 

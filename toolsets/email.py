@@ -22,7 +22,7 @@ from connectors.mailcompose import OutgoingMessage, new_message_id, reply_subjec
 from connectors.mailparse import MailMessage
 from store.drafts import Drafts
 from store.records import EmailDraftRecord
-from toolsets.base import ApprovalPolicy, ExecutionPolicy, Preview, Risk, ToolContext, ToolError, Toolset
+from toolsets.base import ApprovalPolicy, ExecutionPolicy, Preview, Risk, ToolContext, ToolError, Toolset, configured
 
 TOOLSET = Toolset(
     "email",
@@ -47,9 +47,7 @@ Addresses = list[str] | None
 
 
 def _client(ctx: ToolContext) -> EmailClient:
-    client = ctx.service("email")
-    if client is None:
-        raise ToolError("email is not configured")
+    client: EmailClient = configured(ctx, "email", "email")
     return client
 
 

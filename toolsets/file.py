@@ -23,7 +23,7 @@ from pydantic import BaseModel, Field
 
 from connectors.workspace import Workspace, WorkspaceError, file_hash, sha256_bytes
 from store.file_reads import FileReads
-from toolsets.base import ApprovalPolicy, ExecutionPolicy, Preview, Risk, ToolContext, ToolError, Toolset
+from toolsets.base import ApprovalPolicy, ExecutionPolicy, Preview, Risk, ToolContext, ToolError, Toolset, configured
 
 TOOLSET = Toolset(
     "file",
@@ -52,9 +52,7 @@ _GATED = {"risk": Risk.RUNTIME_HIGH, "approval": ApprovalPolicy.HOOK, "execution
 
 
 def _workspace(ctx: ToolContext) -> Workspace:
-    ws = ctx.service("workspace")
-    if ws is None:
-        raise ToolError("the workspace is not configured")
+    ws: Workspace = configured(ctx, "workspace", "the workspace")
     return ws
 
 
