@@ -43,6 +43,9 @@ class ModelConfig(Section):
     max_retries: int = Field(4, ge=0, le=10)
     fallback_model: str = ""
     max_tokens: int = Field(2048, gt=0)
+    # The reply-length field of the OpenAI wire; "" chooses per model (max_completion_tokens for
+    # api.openai.com and gpt-5*/o1*/o3*/o4*, max_tokens elsewhere).
+    max_tokens_field: Literal["", "max_tokens", "max_completion_tokens"] = ""
     vision: bool = False  # the model accepts images: photos go to it as image parts
     image_max_side: int = Field(1568, ge=64, le=8192, description="pixels; larger images are downscaled")
     image_max_kb: int = Field(1024, ge=16, le=20_480, description="encoded size of one image sent")
