@@ -22,6 +22,7 @@ from store.approvals import Approvals
 from store.audit import Audit
 from store.db import Store
 from store.outbox import Outbox
+from store.records import parse_iso
 from toolsets.registry import TOOLSETS
 from toolsets.schedule import AutomationError
 
@@ -204,7 +205,8 @@ async def automations_list(config: Config, args: argparse.Namespace) -> int:
         print("No automations.")
     for r in rows:
         state = "" if r.enabled else " (disabled)"
-        print(f"{r.id}  {r.user_key:<18} next {(r.next_run_at or '-')[:16]}  {r.name}{state}")
+        due = parse_iso(r.next_run_at).astimezone(config.tz).strftime("%Y-%m-%d %H:%M %Z") if r.next_run_at else "-"
+        print(f"{r.id}  {r.user_key:<18} next {due}  {r.name}{state}")
     return 0
 
 

@@ -63,8 +63,37 @@ class StoreConfig(Section):
     path: str = ""
 
 
+def system_zone() -> tuple[str, str]:
+    """The machine's IANA zone and where it came from: `$TZ` when it names one, else the
+    /etc/localtime link (or Debian's /etc/timezone), else ("UTC", "fallback")."""
+    tz = os.environ.get("TZ", "").removeprefix(":")
+    if tz and _is_zone(tz):
+        return tz, "$TZ"
+    try:  # the link's own target names the zone (".../zoneinfo/Europe/Berlin"); a further hop may not
+        name = os.readlink("/etc/localtime").partition("zoneinfo/")[2]
+    except OSError:
+        name = ""
+    if name and _is_zone(name):
+        return name, "/etc/localtime"
+    try:
+        name = Path("/etc/timezone").read_text().strip()
+    except OSError:
+        name = ""
+    if name and _is_zone(name):
+        return name, "/etc/timezone"
+    return "UTC", "fallback"
+
+
+def _is_zone(name: str) -> bool:
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        return False
+    return True
+
+
 class RuntimeConfig(Section):
-    timezone: str = "UTC"
+    timezone: str = ""  # "" = the system's zone (system_zone)
     max_tool_rounds: int = Field(12, ge=1, le=100)
     context_budget: int = Field(48_000, ge=2_000, description="characters of history sent to the model")
     memory_max_chars: int = Field(4_000, ge=200)
@@ -74,9 +103,7 @@ class RuntimeConfig(Section):
     @field_validator("timezone")
     @classmethod
     def _zone(cls, v: str) -> str:
-        try:
-            ZoneInfo(v)
-        except (ZoneInfoNotFoundError, ValueError):
+        if v and not _is_zone(v):
             raise ValueError(f"unknown time zone {v!r} (use an IANA name such as 'Europe/Berlin')") from None
         return v
 
@@ -190,7 +217,13 @@ class Config(Section):
 
     @property
     def tz(self) -> ZoneInfo:
-        return ZoneInfo(self.runtime.timezone)
+        """The owner's zone: `[runtime] timezone`, else the system's."""
+        return ZoneInfo(self.runtime.timezone or system_zone()[0])
+
+    @property
+    def tz_source(self) -> str:
+        """Where `tz` comes from, for `anyy doctor`."""
+        return "[runtime] timezone" if self.runtime.timezone else f"the system's zone ({system_zone()[1]})"
 
     @property
     def store_path(self) -> Path:

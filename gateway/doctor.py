@@ -20,7 +20,7 @@ OK, BAD, WARN = "✓", "✗", "!"
 
 
 async def doctor(config: Config, args: argparse.Namespace) -> int:
-    results: list[tuple[str, str, str]] = [(OK, "config", config.source)]
+    results: list[tuple[str, str, str]] = [(OK, "config", config.source), _zone(config)]
     results.append(await _store(config))
     results.append(await _model(config))
     surfaces, problems = build_surfaces(config)
@@ -38,6 +38,13 @@ async def doctor(config: Config, args: argparse.Namespace) -> int:
     failed = sum(1 for mark, _, _ in results if mark == BAD)
     print("All good." if not failed else f"{failed} problem(s) to fix.")
     return 1 if failed else 0
+
+
+def _zone(config: Config) -> tuple[str, str, str]:
+    """The zone reminders and times use, and where it came from."""
+    if config.tz_source.endswith("(fallback)"):
+        return WARN, "time zone", "UTC: no system zone found; set [runtime] timezone, e.g. \"Europe/Berlin\""
+    return OK, "time zone", f"{config.tz.key}, from {config.tz_source}"
 
 
 async def _store(config: Config) -> tuple[str, str, str]:

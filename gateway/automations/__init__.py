@@ -1,0 +1,1 @@
+"""Reminders and automations: when they fire, and the chat commands that set them."""
