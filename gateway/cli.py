@@ -14,6 +14,7 @@ from gateway import admin
 from gateway.app import Gateway
 from gateway.config import Config, ConfigError, load_config
 from gateway.dashboard import Dashboard, DashboardError
+from gateway.doctor import preflight
 from gateway.lock import LockHeld, ResidentLock
 from gateway import redaction
 from gateway.logs import setup_logging
@@ -121,12 +122,18 @@ def main(argv: list[str] | None = None) -> int:
         config = load_config(args.config)
         redaction.install(config)
         secrets = redaction.configured_secrets(config)
+        if args.command in ("run", "chat") and (problems := preflight(config)):
+            print("anyy: cannot start:\n" + "\n".join(f"  {p}" for p in problems), file=sys.stderr)
+            return 2
         fn: Command = args.fn
         return asyncio.run(fn(config, args))
     except ConfigError as exc:
         print(f"anyy: {redaction.redact(str(exc))}", file=sys.stderr)
         return 2
-    except (LockHeld, StoreError, admin.AdminError, DashboardError) as exc:
+    except StoreError as exc:
+        print(f"anyy: {redaction.redact(str(exc), secrets)} (see [store] path, or $ANYY_HOME)", file=sys.stderr)
+        return 1
+    except (LockHeld, admin.AdminError, DashboardError) as exc:
         print(f"anyy: {redaction.redact(str(exc), secrets)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
