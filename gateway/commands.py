@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 
 from gateway.approvals import ApprovalService
 from gateway.mcp_cli import status_lines
@@ -29,6 +29,31 @@ HELP = """Anyy — your assistant. Just write; or use:
 /approvals — actions waiting for your approval; /approvals ID shows one in full; /approve ID, /deny ID [reason]
 /usage — tokens used (today, this conversation, 30 days) and their cost"""
 
+def nearest_command(name: str, known: Iterable[str]) -> str | None:
+    """The known command within edit distance 2 of `name` (a word of letters), closest first; None when
+    there is none, or when `name` is so short that 2 edits would make anything of it ("/no")."""
+    if not name.isalpha() or not name.isascii():
+        return None
+    best = min(((edit_distance(name, k), k) for k in known), default=(3, ""))
+    distance, command = best
+    return command if distance <= 2 and distance < len(name) else None
+
+
+def edit_distance(a: str, b: str) -> int:
+    """Levenshtein distance, with a swap of two neighbours counting as one edit ("taks" → "task")."""
+    previous2: list[int] = []
+    previous = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        current = [i]
+        for j, cb in enumerate(b, 1):
+            cost = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (ca != cb))
+            if i > 1 and j > 1 and ca == b[j - 2] and a[i - 2] == cb:
+                cost = min(cost, previous2[j - 2] + 1)
+            current.append(cost)
+        previous2, previous = previous, current
+    return previous[-1]
+
+
 Handler = Callable[[Inbound, SessionRecord, str], Awaitable[str | Outbound]]
 
 
@@ -49,8 +74,11 @@ class Commands:
         head, _, args = inbound.text.strip().partition(" ")
         name = head[1:].split("@", 1)[0].lower()  # Telegram appends @botname in groups
         handler = self.table.get(name)
-        if handler is None:  # "/etc/hosts is wrong" is a message, not a command: the model reads it
-            return None
+        if handler is None:
+            # "/aprove x" is a typo: answering it costs nothing, sending it to the model costs a call.
+            # "/etc/hosts is wrong" is a message, not a command: the model reads it.
+            near = nearest_command(name, self.table)
+            return f"There is no /{name}. Did you mean /{near}? (/help lists the commands.)" if near else None
         return await handler(inbound, session, args.strip())
 
     async def start(self, inbound: Inbound, session: SessionRecord, args: str) -> str:
