@@ -6,6 +6,7 @@ appear for the model (toolsets name the service they require).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from connectors.processes import Settings
 from connectors.shellrules import Rule
 from connectors.skills import SkillLibrary
 from connectors.speech import EspeakEngine, OpenAISpeechEngine, SpeechEngine, Transcriber
-from connectors.web import Guard, HostRules, SearchError, WebFetcher, search_backend
+from connectors.web import Guard, HostRules, SearchError, WebFetcher, extractor_problem, search_backend
 from connectors.workspace import Workspace
 from gateway.config import CalendarConfig, Config, EmailConfig, WebConfig, secret
 from gateway.scheduler import AutomationService
@@ -197,6 +198,9 @@ async def web_check(cfg: WebConfig) -> tuple[str, str, str]:
     reach = "private network allowed" if cfg.allow_private_urls else "public web only"
     if cfg.allowed_hosts:
         reach += f", only {len(cfg.allowed_hosts)} allowed host pattern(s)"
+    # web_fetch's extractor is imported on the first page; a broken install should show here, not then.
+    if problem := await asyncio.to_thread(extractor_problem):
+        return ("✗", "web", f"web_fetch cannot read HTML pages: {problem}")
     services = web_services(cfg)
     try:
         backend = services.get("web_search")
