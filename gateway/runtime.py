@@ -144,9 +144,11 @@ class Runtime:
     async def _turn(self, queue_id: int, inbound: Inbound, sid: str) -> None:
         turn_id = f"in-{queue_id}"
         if not await self.access.is_allowed(inbound.surface, inbound.user_id):
-            text = await self.access.pairing_reply(inbound)
-            if text:
-                await self.reply(inbound.origin, text, f"{turn_id}:pairing")
+            answer = await self.access.pairing_reply(inbound)
+            if answer.reply:
+                await self.reply(inbound.origin, answer.reply, f"{turn_id}:pairing")
+            for notice in answer.notices:
+                await self.outbox.enqueue(notice, f"{turn_id}:pairing-notice:{notice.origin.chat_id}")
             return
         session = await self.sessions.get_or_create(sid, inbound.origin, inbound.user_key)
         too_long = inbound_too_long(inbound.text)
