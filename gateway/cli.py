@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from gateway import admin
+from gateway import __version__, admin
 from gateway.app import Gateway
 from gateway.config import Config, ConfigError, load_config
 from gateway.dashboard import Dashboard, DashboardError
@@ -105,6 +105,7 @@ Command = Callable[[Config, argparse.Namespace], Coroutine[Any, Any, int]]
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="anyy", description="Anyy, a personal assistant that lives in chat.")
+    p.add_argument("--version", action="version", version=f"anyy {__version__}")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--config", help="config file (default: $ANYY_CONFIG or ~/.config/anyy/config.toml)")
     sub = p.add_subparsers(dest="command", required=True)
