@@ -113,6 +113,21 @@ class VisionLimits:
     max_bytes: int
 
 
+def skill_library(config: Config) -> SkillLibrary:
+    """The managed skills root in the data directory, then `[skills] roots` (read-only)."""
+    return SkillLibrary(config.data_dir / "skills", [Path(r).expanduser() for r in config.skills.roots])
+
+
+async def skills_check(config: Config) -> list[tuple[str, str, str]]:
+    """`anyy doctor`'s skills lines: how many load, and each SKILL.md that does not, by path."""
+    library = skill_library(config)
+    skills = await asyncio.to_thread(library.skills)
+    lines = [("✗", "skills", problem) for problem in library.problems]
+    if skills or not lines:
+        lines.insert(0, ("✓", "skills", f"{len(skills)} skill(s): {', '.join(sorted(skills)) or 'none yet'}"))
+    return lines
+
+
 def speech_engine(config: Config) -> SpeechEngine | None:
     """The configured text-to-speech engine, or None (then the tts toolset is absent)."""
     cfg = config.tts
@@ -156,7 +171,7 @@ async def build_services(gateway: "Gateway") -> dict[str, Any]:
                                 "workspace": workspace(config)}
     services["automations"] = AutomationService(gateway.store, config.tz, gateway.outbox.enqueue,
                                                 gateway.run_prompt, may_run=gateway.access.allowed_key)
-    services["skills"] = SkillLibrary(config.data_dir / "skills", [Path(r).expanduser() for r in config.skills.roots])
+    services["skills"] = skill_library(config)
     services["subagents"] = SubagentService(gateway, config.subagents)
     if config.terminal.enabled:
         term = terminal(config, gateway.store)
@@ -190,6 +205,7 @@ async def connector_checks(config: Config) -> list[tuple[str, str, str]]:
         finally:
             await client.aclose()
     lines.append(await web_check(config.web))
+    lines += await skills_check(config)
     return lines
 
 
