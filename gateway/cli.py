@@ -23,6 +23,8 @@ from gateway.surfaces.console import ConsoleSurface
 from store.db import StoreError
 
 log = logging.getLogger(__name__)
+CHAT_LOG = "logs/chat.log"  # under the data directory: the terminal chat's log lines
+CHAT_HISTORY = "chat_history"  # the terminal chat's prompt history
 
 
 async def run(config: Config, args: argparse.Namespace) -> int:
@@ -85,13 +87,17 @@ async def chat(config: Config, args: argparse.Namespace) -> int:
         resident = True
     except LockHeld:
         resident = False  # `anyy run` is up: it fires schedules and delivers other surfaces
-    console = ConsoleSurface(config.console.user_id)
+    interactive = sys.stdin.isatty() and sys.stdout.isatty()
+    if interactive:
+        setup_logging(logging.WARNING, file=config.data_dir / CHAT_LOG)
+    console = ConsoleSurface(config.console.user_id, history=config.data_dir / CHAT_HISTORY)
     gw = Gateway(config, surfaces=[console], resident=resident)
     try:
         await gw.start()
-        if sys.stdin.isatty():
+        if interactive:
             model = config.model.model or "no model configured"
-            print(f"Anyy ({model}). Type a message, /help for commands, Ctrl-D to quit.")
+            print(f"Anyy ({model}). Type a message, /help for commands, Ctrl-D to quit. "
+                  f"Logs: {config.data_dir / CHAT_LOG}")
         await console.read_lines(gw.idle)
         await gw.idle()
         await gw.stop()

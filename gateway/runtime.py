@@ -68,7 +68,7 @@ class Runtime:
         self.services = services
         self.outbox = outbox
         self.caller = caller
-        self.calls = TurnCalls(caller, self.reply)
+        self.calls = TurnCalls(caller, self.reply, self._tool_started)
         self.access = access
         # Every configured surface, started or not: a turn recovered before the surfaces start still
         # cleans up the progress sign its dead predecessor left (outbox.surfaces holds the started ones).
@@ -195,6 +195,11 @@ class Runtime:
     def _compact_after(self, session: SessionRecord, outbox_id: int) -> None:
         """Summarise what left the window once the reply is delivered (off the reply's critical path)."""
         self._turns.spawn(self.compactor.after_reply(session, self.outbox.delivered(outbox_id)))
+
+    def _tool_started(self, origin: Origin, tool: str) -> None:
+        surface = self.surfaces.get(origin.surface)
+        if surface is not None:
+            surface.tool_started(origin, tool)
 
     async def reply(self, origin: Origin, text: str, dedupe: str) -> int:
         return await self.outbox.enqueue(Outbound(origin=origin, text=text), dedupe)
