@@ -19,6 +19,7 @@ from gateway.config_capabilities import (
     ArtifactsConfig, DashboardConfig, McpConfig, McpServerConfig, SkillsConfig, SpeechConfig, SubagentsConfig,
     TerminalConfig, TtsConfig, WebConfig, WorkspaceConfig,
 )
+from gateway.config_capabilities import ComputerUseConfig
 
 # Callers import every section from here, wherever it is defined.
 __all__ = [
@@ -26,7 +27,7 @@ __all__ = [
     "DashboardConfig", "EmailConfig", "GovernanceConfig", "McpConfig", "McpServerConfig", "ModelConfig",
     "RuntimeConfig", "SkillsConfig", "SlackConfig", "SpeechConfig", "StoreConfig", "SubagentsConfig",
     "TelegramConfig", "TerminalConfig", "ToolOverride", "TtsConfig", "WebConfig", "WorkspaceConfig", "config_path",
-    "data_dir", "load_config", "parse_config", "secret",
+    "data_dir", "load_config", "parse_config", "secret", "ComputerUseConfig",
 ]
 
 
@@ -175,6 +176,7 @@ class Config(Section):
     speech: SpeechConfig = Field(default_factory=SpeechConfig)
     tts: TtsConfig = Field(default_factory=TtsConfig)
     artifacts: ArtifactsConfig = Field(default_factory=ArtifactsConfig)
+    computer_use: ComputerUseConfig = Field(default_factory=ComputerUseConfig)
     telegram: TelegramConfig | None = None
     slack: SlackConfig | None = None
     email: EmailConfig | None = None
