@@ -98,12 +98,22 @@ class Desktop:
         if missing:
             raise DesktopError(f"{' and '.join(missing)} not found: apt-get install {' '.join(m.lower() for m in missing)}")
         if self.settings.xvfb and start_xvfb:
+            if await self._answers():
+                raise DesktopError(f"display {self.display} is already served by another X server: set xvfb = "
+                                   "false to use it, or choose a free display")
             await self._start_xvfb()
         try:
             return await self.size()
         except DesktopError:
             await self.aclose()
             raise
+
+    async def _answers(self) -> bool:
+        try:
+            await self.size()
+        except DesktopError:
+            return False
+        return True
 
     async def _start_xvfb(self) -> None:
         s = self.settings
