@@ -216,8 +216,10 @@ class Desktop:
 
     async def click(self, x: int, y: int, button: Button = "left", count: int = 1) -> None:
         """Move to (x, y) and click `count` times (2: a double click)."""
-        await self._xdotool("mousemove", str(x), str(y), "click", "--repeat", str(count),
-                            "--delay", "80", _BUTTONS[button])
+        # xdotool sleeps `--delay` (default 100 ms) after every click, the last one too.
+        delay = "80" if count > 1 else "0"
+        await self._xdotool("mousemove", str(x), str(y), "click", "--repeat", str(count), "--delay", delay,
+                            _BUTTONS[button])
 
     async def type(self, text: str) -> None:
         """Type `text` as keystrokes into whatever has the keyboard focus (newline = Return)."""

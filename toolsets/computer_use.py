@@ -42,7 +42,8 @@ TOOLSET = Toolset(
         r"\bscroll(?:s|ed|ing)? (?:up|down|left|right)\b", r"\bkeyboard\b", r"\bkeystrokes?\b",
         r"\bpress (?:the )?(?:enter|return|escape|esc|tab|space|backspace|ctrl|alt|shift|f\d{1,2})\b",
         r"\b(?:gui|xvfb|x11|vnc)\b", r"\b(?:app|application|program)(?:'s)? window\b", r"\bcomputer use\b",
-        r"\btype (?:it |this |that )?in(?:to)? (?:the |a )?(?:field|box|form|entry|search bar|window|app)\b",
+        r"\btype\b[^.?!\n]{0,40}?\bin(?:to)? (?:the |a |my |that )?(?:[\w-]+ )?(?:field|box|form|entry|bar|window"
+        r"|app)\b", r"\b(?:ctrl|alt|shift|super|cmd) ?\+ ?\w",
         r"屏幕", r"截屏", r"截个屏", r"截图看看", r"点击", r"点一下", r"双击", r"右键", r"鼠标", r"光标", r"桌面",
         r"键盘", r"按回车", r"滚动", r"往下翻", r"窗口", r"按钮", r"输入框",
     ),
