@@ -91,6 +91,26 @@ async def test_click_on_the_entry_type_and_return_submit_the_text_exactly_once(s
     assert await tk_app.settled_log() == ["submit:hello world"]
 
 
+@pytest.mark.parametrize(("args", "logged"), [
+    ({"action": "double_click"}, ["click", "click"]),
+    ({"action": "right_click"}, ["right click"]),
+    ({"action": "scroll", "direction": "down", "amount": 2}, ["wheel down", "wheel down"]),
+    ({"action": "scroll", "direction": "up"}, ["wheel up"] * 3),
+])
+async def test_each_pointer_action_reaches_the_app_once_approved(screen, model, tk_app: TkApp, args, logged):
+    approval_id = await held(screen, model, {**args, "coordinate": tk_app.button})
+    assert await tk_app.settled_log() == []
+    await screen.say(f"/approve {approval_id}")
+    assert await tk_app.settled_log() == logged
+
+
+async def test_a_pinned_computer_use_is_offered_without_its_words(screen, model):
+    await screen.say("/toolsets pin computer_use")
+    model.script(reply("ok"))
+    await screen.say("hello there")
+    assert "computer_use" in model.requests[-1].tool_names
+
+
 async def test_the_preview_shows_control_characters_and_keys_exactly(screen, model, tk_app: TkApp):
     await held(screen, model, {"action": "type", "text": "rm -rf ~\n\u202etxt.exe\x1b"}, "type it in the app window")
     (rec,) = await Approvals(screen.gw.store).list(("pending",))

@@ -9,11 +9,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from tests.fixtures.desktop import TkApp, free_display
+from tests.fixtures.desktop import TkApp, display_is_up, free_display
 from tests.fixtures.model import reply, tool_call
 from tests.support.cli import SUBPROCESS_S, write_config
 from tests.support.crash import chat_once, start
-from tests.test_computer_use_display import display_is_up
 
 
 def config(tmp_path: Path, model: Any, display: str, xvfb: bool) -> str:

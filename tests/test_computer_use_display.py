@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import io
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,17 +17,12 @@ from gateway.config import ComputerUseConfig
 from gateway.services import computer_use_check
 from store.approvals import Approvals
 from store.records import iso, utcnow
-from tests.fixtures.desktop import TkApp, free_display, xdotool
+from tests.fixtures.desktop import TkApp, display_is_up, free_display, xdotool
 from tests.fixtures.model import FakeModel, reply, tool_call
 from tests.support.context import RecordingContext
 from tests.test_authority import guest_replies, pair_guest, say_as_guest
 from toolsets.base import ToolError
 from toolsets.computer_use import ComputerUse, _act
-
-
-def display_is_up(display: str) -> bool:
-    number = display.lstrip(":")
-    return Path(f"/tmp/.X{number}-lock").exists() or Path(f"/tmp/.X11-unix/X{number}").exists()
 
 
 async def test_anyy_starts_its_own_display_scales_a_large_one_and_leaves_none(start_console, make_config, model):

@@ -2,8 +2,8 @@
 
     DISPLAY=:N python -m tests.support.tk_app LOG
 
-Each click of the button appends "click", Return in the entry appends "submit:<text>" (and clears it),
-the probe button appends "probe". Once the window is mapped it prints the screen centres of its widgets
+Each click of the button appends "click" (a right click "right click"), Return in the entry appends
+"submit:<text>" (and clears it), a wheel click "wheel up" / "wheel down", the probe button "probe". Once the window is mapped it prints the screen centres of its widgets
 as one JSON line on stdout: {"button": [x, y], "entry": [x, y], "probe": [x, y]}.
 """
 
@@ -32,6 +32,9 @@ def main(log_path: str) -> None:
         entry.delete(0, tk.END)
 
     entry.bind("<Return>", submit)
+    button.bind("<Button-3>", lambda _e: log("right click"))
+    for number, name in ((4, "up"), (5, "down")):  # X reports the wheel as buttons 4 and 5
+        root.bind_all(f"<Button-{number}>", lambda _e, name=name: log(f"wheel {name}"))
     for widget in (button, entry, probe):
         widget.pack(padx=10, pady=10)
     root.wait_visibility(probe)
