@@ -14,10 +14,19 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
-from gateway.config_base import Section
-from gateway.config_capabilities import (
-    ArtifactsConfig, DashboardConfig, McpConfig, McpServerConfig, SkillsConfig, SpeechConfig, SubagentsConfig,
-    TerminalConfig, TtsConfig, WebConfig, WorkspaceConfig,
+from gateway.config.base import Section
+from gateway.config.capabilities import (
+    ArtifactsConfig,
+    DashboardConfig,
+    McpConfig,
+    McpServerConfig,
+    SkillsConfig,
+    SpeechConfig,
+    SubagentsConfig,
+    TerminalConfig,
+    TtsConfig,
+    WebConfig,
+    WorkspaceConfig,
 )
 
 # Callers import every section from here, wherever it is defined.
