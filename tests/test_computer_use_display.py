@@ -14,7 +14,7 @@ from PIL import Image
 
 from connectors.desktop import Desktop, DesktopSettings
 from gateway.config import ComputerUseConfig
-from gateway.services import computer_use_check
+from gateway.services.factory import computer_use_check
 from store.approvals import Approvals
 from store.records import iso, utcnow
 from tests.fixtures.desktop import TkApp, display_is_up, free_display, xdotool
