@@ -96,7 +96,8 @@ class Desktop:
         returns its size. Raises DesktopError naming what is missing or wrong."""
         missing = missing_programs(self.settings.xvfb and start_xvfb)
         if missing:
-            raise DesktopError(f"{' and '.join(missing)} not found: apt-get install {' '.join(m.lower() for m in missing)}")
+            packages = " ".join(m.lower() for m in missing)
+            raise DesktopError(f"{' and '.join(missing)} not found: apt-get install {packages}")
         if self.settings.xvfb and start_xvfb:
             if await self._answers():
                 raise DesktopError(f"display {self.display} is already served by another X server: set xvfb = "

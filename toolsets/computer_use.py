@@ -44,8 +44,8 @@ TOOLSET = Toolset(
         r"\b(?:gui|xvfb|x11|vnc)\b", r"\b(?:app|application|program)(?:'s)? window\b", r"\bcomputer use\b",
         r"\btype\b[^.?!\n]{0,40}?\bin(?:to)? (?:the |a |my |that )?(?:[\w-]+ )?(?:field|box|form|entry|bar|window"
         r"|app)\b", r"\b(?:ctrl|alt|shift|super|cmd) ?\+ ?\w",
-        r"屏幕", r"截屏", r"截个屏", r"截图看看", r"点击", r"点一下", r"双击", r"右键", r"鼠标", r"光标", r"桌面",
-        r"键盘", r"按回车", r"滚动", r"往下翻", r"窗口", r"按钮", r"输入框",
+        r"屏幕", r"截屏", r"截个屏", r"截图看看", r"点击", r"点一下", r"双击", r"右键", r"鼠标", r"光标",
+        r"桌面", r"键盘", r"按回车", r"滚动", r"往下翻", r"窗口", r"按钮", r"输入框",
     ),
     requires="computer_use",
 )
@@ -73,6 +73,11 @@ class ComputerUse:
         await self.desktop.aclose()
 
 
+def _service(ctx: ToolContext) -> ComputerUse:
+    found: ComputerUse = configured(ctx, "computer_use", "computer use ([computer_use] enabled)")
+    return found
+
+
 @TOOLSET.tool(risk=Risk.RUNTIME_HIGH, approval=ApprovalPolicy.HOOK, execution=ExecutionPolicy.CONFIRM,
               visible_chars=2000)
 async def computer_use(ctx: ToolContext, action: Action, coordinate: Coordinate | None = None,
@@ -95,7 +100,7 @@ async def computer_use(ctx: ToolContext, action: Action, coordinate: Coordinate 
         direction: up | down | left | right, for scroll.
         amount: wheel clicks for scroll (default 3); seconds for wait (default 1).
     """
-    service: ComputerUse = configured(ctx, "computer_use", "computer use ([computer_use] enabled)")
+    service = _service(ctx)
     if action == "screenshot":
         return await _screenshot(ctx, service.desktop)
     if action == "cursor_position":
@@ -107,7 +112,7 @@ async def computer_use(ctx: ToolContext, action: Action, coordinate: Coordinate 
             raise ToolError(f"wait at most {MAX_WAIT_S} seconds at a time")
         await asyncio.sleep(amount or 1)
         return await _screenshot(ctx, service.desktop)
-    plan = await _plan(ctx, service.desktop, action, coordinate, text, key, direction, amount)
+    plan = await _plan(service.desktop, action, coordinate, text, key, direction, amount)
     return await _act(ctx, None, plan)
 
 
@@ -119,9 +124,9 @@ def _policy(ctx: ToolContext, args: BaseModel) -> ExecutionPolicy:
 
 @computer_use.preview
 async def _preview(ctx: ToolContext, args: BaseModel) -> Preview:
-    service: ComputerUse = configured(ctx, "computer_use", "computer use ([computer_use] enabled)")
+    service = _service(ctx)
     a: Any = args
-    plan = await _plan(ctx, service.desktop, a.action, a.coordinate, a.text, a.key, a.direction, a.amount)
+    plan = await _plan(service.desktop, a.action, a.coordinate, a.text, a.key, a.direction, a.amount)
     await _send_screen(ctx, service.desktop, plan)
     return Preview(text=describe(plan), payload=plan)
 
@@ -129,10 +134,11 @@ async def _preview(ctx: ToolContext, args: BaseModel) -> Preview:
 @computer_use.effect
 async def _act(ctx: ToolContext, args: BaseModel | None, plan: dict[str, Any]) -> str:
     """Perform exactly the planned action, or refuse having done nothing."""
-    service: ComputerUse = configured(ctx, "computer_use", "computer use ([computer_use] enabled)")
+    service = _service(ctx)
     desktop = service.desktop
     if plan["display"] != desktop.display:
-        raise ToolError(f"this action was for display {plan['display']}, now {desktop.display} is used; nothing was done")
+        raise ToolError(f"this action was for display {plan['display']}, now {desktop.display} is used; nothing "
+                        "was done")
     age = utcnow() - parse_iso(plan["planned_at"])
     if age > timedelta(seconds=service.stale_after_s):
         raise ToolError(f"approved {int(age.total_seconds())} s after its screenshot, more than the "
@@ -165,7 +171,7 @@ async def _read(step: Any) -> Any:
         raise ToolError(str(exc)) from None
 
 
-async def _plan(ctx: ToolContext, desktop: Desktop, action: str, coordinate: list[int] | None, text: str | None,
+async def _plan(desktop: Desktop, action: str, coordinate: list[int] | None, text: str | None,
                 key: str | None, direction: str | None, amount: int | None) -> dict[str, Any]:
     """The exact action in screen pixels, checked against the screen as it is now."""
     given = {"coordinate": coordinate, "text": text, "key": key, "direction": direction, "amount": amount}

@@ -225,3 +225,5 @@ class ComputerUseConfig(Section):
     height: int = Field(800, ge=200, le=4320)
     stale_after_s: float = Field(900, gt=0, description="an action approved later than this after its "
                                  "preview is refused: the screen may have changed")
+    approve: Literal["each"] = Field("each", description='one approval per action; "turn" (one approval for a '
+                                     "bounded batch of a turn's actions) is not built yet")
