@@ -34,9 +34,9 @@ from gateway.config.capabilities import (
 __all__ = [
     "AccessConfig", "ApprovalsConfig", "ArtifactsConfig", "CalendarConfig", "ComputerUseConfig", "Config",
     "ConfigError", "ConsoleConfig", "DashboardConfig", "EmailConfig", "GovernanceConfig", "McpConfig",
-    "McpServerConfig", "ModelConfig", "RuntimeConfig", "SkillsConfig", "SlackConfig", "SpeechConfig", "StoreConfig", "SubagentsConfig",
-    "TelegramConfig", "TerminalConfig", "ToolOverride", "TtsConfig", "WebConfig", "WorkspaceConfig", "config_path",
-    "data_dir", "load_config", "parse_config", "secret",
+    "McpServerConfig", "ModelConfig", "RuntimeConfig", "SkillsConfig", "SlackConfig", "SpeechConfig", "StoreConfig",
+    "SubagentsConfig", "TelegramConfig", "TerminalConfig", "ToolOverride", "TtsConfig", "WebConfig", "WorkspaceConfig",
+    "config_path", "data_dir", "load_config", "parse_config", "secret",
 ]
 
 
