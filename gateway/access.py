@@ -28,8 +28,8 @@ from store.records import ApprovalRecord, Button, Inbound, Origin, Outbound, Pai
 from toolsets.base import Toolset
 
 if TYPE_CHECKING:
-    from gateway.approvals import ApprovalService
-    from gateway.scheduler import AutomationService
+    from gateway.approvals.service import ApprovalService
+    from gateway.automations.scheduler import AutomationService
 
 log = logging.getLogger(__name__)
 

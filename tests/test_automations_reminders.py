@@ -5,11 +5,16 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from gateway.automations.when import WhenError
-from gateway.reminders import (
-    CANCEL_USAGE, REMIND_USAGE, cancel_command, parse_remind, reminders_command, remind_command,
+from gateway.automations.reminders import (
+    CANCEL_USAGE,
+    REMIND_USAGE,
+    cancel_command,
+    parse_remind,
+    remind_command,
+    reminders_command,
 )
-from gateway.scheduler import AutomationService
+from gateway.automations.when import WhenError
+from gateway.automations.scheduler import AutomationService
 from store.outbox import Outbox
 from store.records import Origin
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.commands import edit_distance, nearest_command
+from gateway.turns.commands import edit_distance, nearest_command
 from tests.support.cli import anyy, model_config
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from gateway.commands import Commands
+from gateway.turns.commands import Commands
 from gateway.surfaces.telegram import TelegramSurface
 from store.records import Button, Inbound
 from tests.support.telegram_api import GROUP_ID, OWNER_ID, FakeBot

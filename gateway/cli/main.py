@@ -10,13 +10,13 @@ import sys
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from gateway import __version__, admin
+from gateway import __version__, redaction
 from gateway.app import Gateway
+from gateway.cli import admin
 from gateway.config import Config, ConfigError, load_config
 from gateway.dashboard import Dashboard, DashboardError
-from gateway.doctor import preflight
+from gateway.cli.doctor import preflight
 from gateway.lock import LockHeld, ResidentLock
-from gateway import redaction
 from gateway.logs import setup_logging
 from gateway.surfaces import build_surfaces
 from gateway.surfaces.console import ConsoleSurface
@@ -146,6 +146,3 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -10,8 +10,8 @@ from __future__ import annotations
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
+from gateway.automations.scheduler import AutomationService
 from gateway.automations.when import USAGE_EXAMPLES, WhenError, parse_when
-from gateway.scheduler import AutomationService
 from store.records import AutomationRecord, Origin, parse_iso
 from toolsets.schedule import AutomationError, Once, Reminder, describe, parse_schedule, when_label
 
