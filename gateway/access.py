@@ -172,13 +172,18 @@ class Access:
         if await self.role(surface, owner_id) != "owner":
             log.info("pairing_press_refused surface=%s reason=not_owner", surface)
             return "Only the owner can admit someone; nothing changed.", None
+        return await self.settle_pairing(surface, code, admit=admit, by=f"{surface}:{owner_id}")
+
+    async def settle_pairing(self, surface: str, code: str, *, admit: bool, by: str) -> tuple[str, Outbound | None]:
+        """Admit the stranger behind `code` (as `anyy pairing approve`) or leave them unpaired, for an
+        owner `by` the caller has checked. Returns the answer and, after an admission, the welcome."""
         if not admit:
-            log.info("pairing_ignored surface=%s", surface)
+            log.info("pairing_ignored surface=%s by=%s", surface, by)
             return "Ignored: they stay unpaired (their code expires within the hour).", None
         rec = await self.repo.redeem(surface, code)
         if rec is None:
             return "That pairing code has expired or was already used; nothing changed.", None
-        log.info("pairing_admitted surface=%s user=%s by=%s", surface, rec.user_id, owner_id)
+        log.info("pairing_admitted surface=%s user=%s by=%s", surface, rec.user_id, by)
         welcome = Outbound(origin=Origin(surface=surface, chat_id=rec.chat_id),
                            text="You're in: the owner admitted you. Write me anything.")
         return f"Admitted {stranger_label(rec)}.", welcome
