@@ -21,7 +21,7 @@ from store.approvals import Approvals
 from tests.support.cli import anyy, write_config
 from tests.test_email_e2e import held
 
-OTHER_PAGES = ["toolsets", "automations", "sessions", "audit", "health"]
+OTHER_PAGES = ["toolsets", "automations", "sessions", "audit", "health", "pairing", "tasks", "memory", "skills"]
 DESKTOP, PHONE = (1280, 1000), (390, 844)
 
 

@@ -41,9 +41,17 @@ def templates(gateway: "Gateway") -> jinja2.Environment:
 
     env.filters["local"] = local
     env.filters["when"] = when
-    env.filters["json"] = dumps  # readable JSON (autoescaping still applies), unlike tojson's \u003c
+    env.filters["human"] = human
     env.globals["zone"] = tz.key
     return env
+
+
+def human(detail: Any) -> str:
+    """An audit detail as words: "kind: reminder · name: tea" (nested values stay compact JSON)."""
+    if not isinstance(detail, dict):
+        return dumps(detail)
+    return " · ".join(f"{k.replace('_', ' ')}: {v if isinstance(v, (str, int, float)) else dumps(v)}"
+                      for k, v in detail.items())
 
 
 def relative(at: datetime, now: datetime) -> str:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from gateway.dashboard import actions, overview, pages
+from gateway.dashboard import actions, overview, pages, records
 from gateway.dashboard.auth import COOKIE, LOGIN_PATH, PREFIX, WebSessions, load_or_create_token, token_matches
 from gateway.dashboard.context import GATEWAY, SESSION, SESSIONS, STYLESHEET, TEMPLATES, TOKEN, see_other, templates
 
@@ -111,6 +111,7 @@ def build_app(gateway: "Gateway", token: str) -> web.Application:
     app.router.add_get(f"{PREFIX}/static/style.css", stylesheet)
     pages.add_routes(app.router)
     actions.add_routes(app.router)
+    records.add_routes(app.router)
     return app
 
 
