@@ -42,6 +42,7 @@ class ConsoleSurface(Surface):
         self.gateway: GatewayPort | None = None
         self._printed: dict[str, str] = {}  # message id -> text printed so far, while a reply streams
         self._spinning = False  # a spinner frame is on the current line
+        self._prompting = False  # a person at a TTY (read_lines chose the prompt): spinner and tool lines
 
     @property
     def out(self) -> TextIO:
@@ -62,7 +63,7 @@ class ConsoleSurface(Surface):
     @contextlib.asynccontextmanager
     async def progress(self, origin: Origin, platform_message_id: str | None) -> AsyncIterator[None]:
         """A spinner while the turn runs, on a terminal; it pauses while a reply streams."""
-        if not self.out.isatty():
+        if not self._prompting:
             yield
             return
         task = asyncio.create_task(self._spin(), name="console-spinner")
@@ -89,7 +90,7 @@ class ConsoleSurface(Surface):
             self._spinning = False
 
     def tool_started(self, origin: Origin, tool: str) -> None:
-        if self.out.isatty() and not self._printed:
+        if self._prompting and not self._printed:
             self._clear_spinner()
             self.out.write(f"  · {tool}\n")
             self.out.flush()
@@ -132,6 +133,7 @@ class ConsoleSurface(Surface):
             from gateway.surfaces.prompt import prompt_lines  # prompt_toolkit: only for a person at a TTY
 
             lines = prompt_lines(self.history)
+            self._prompting = True
         else:
             lines = _piped_lines(stdin)
         async for line in lines:

@@ -24,7 +24,7 @@ HELP = """Anyy — your assistant. Just write; or use:
 /compact — summarise the older part of this conversation now
 /tools — the tools visible to the model now
 /toolsets — what the last turn selected and why; /toolsets pin NAME… or /toolsets auto
-/remind <when> <text> — e.g. /remind 10m stretch, /remind 09:00 standup
+/remind <when> <text> — e.g. /remind 10m stretch, /remind friday 9:30 review, /remind 明天9点 开会
 /reminders — your reminders; /cancel <id> to delete one
 /tasks — your open tasks
 /approvals — actions waiting for your approval; /approvals ID shows one in full; /approve ID, /deny ID [reason]
