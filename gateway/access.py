@@ -166,7 +166,8 @@ class Access:
         return [Outbound(origin=Origin(surface=rec.surface, chat_id=owner), text=text, buttons=buttons)
                 for owner in owners]
 
-    async def decide_pairing(self, surface: str, owner_id: str, code: str, *, admit: bool) -> tuple[str, Outbound | None]:
+    async def decide_pairing(self, surface: str, owner_id: str, code: str, *,
+                             admit: bool) -> tuple[str, Outbound | None]:
         """An owner's Admit / Ignore press: the answer to show them, and the welcome for the admitted
         user. Only an owner of the same surface may admit (a guest cannot bring in friends)."""
         if await self.role(surface, owner_id) != "owner":

@@ -187,7 +187,8 @@ async def audit(config: Config, args: argparse.Namespace) -> int:
         print(json.dumps([e.model_dump() for e in events], indent=2, ensure_ascii=False))
         return 0
     if not events:
-        print("No audit events" + (f" of {args.tool}" if args.tool else "") + (f" since {args.since}." if since else "."))
+        what = (f" of {args.tool}" if args.tool else "") + (f" since {args.since}" if since else "")
+        print(f"No audit events{what}.")
     for e in events:
         extra = f" {json.dumps(e.detail, ensure_ascii=False)}" if e.detail else ""
         print(f"{e.at[:19]} {e.actor:<20} {e.action:<18} {e.tool or '':<16} {e.subject or ''}{extra}")

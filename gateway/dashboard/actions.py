@@ -74,7 +74,8 @@ async def pairing(request: web.Request) -> web.Response:
 async def logout(request: web.Request) -> web.Response:
     """End this browser's session; the login link from `anyy dashboard url` starts a new one."""
     request.app[SESSIONS].end(request.cookies.get(COOKIE))
-    response = web.Response(text="Logged out. Run `anyy dashboard url` for a new login link.", content_type="text/plain")
+    response = web.Response(text="Logged out. Run `anyy dashboard url` for a new login link.",
+                            content_type="text/plain")
     response.del_cookie(COOKIE, path=PREFIX)
     log.info("dashboard_logout")
     return response

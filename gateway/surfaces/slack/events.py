@@ -64,8 +64,9 @@ def command_inbound(body: dict[str, Any]) -> tuple[Inbound, str] | None:
         return None
     words = str(body.get("text") or "").strip()
     text = from_mrkdwn(words).strip() if words else "help"
-    return Inbound(surface=SURFACE, chat_id=str(channel), user_id=str(user), text=f"/{text.removeprefix('/')}",
-                   user_name=body.get("user_name"), is_group=not str(channel).startswith("D")), f"slack:cmd:{body.get('trigger_id') or f'{channel}:{user}:{words}'}"
+    inbound = Inbound(surface=SURFACE, chat_id=str(channel), user_id=str(user), text=f"/{text.removeprefix('/')}",
+                      user_name=body.get("user_name"), is_group=not str(channel).startswith("D"))
+    return inbound, f"slack:cmd:{body.get('trigger_id') or f'{channel}:{user}:{words}'}"
 
 
 @dataclass(frozen=True)

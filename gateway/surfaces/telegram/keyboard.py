@@ -1,8 +1,9 @@
 """Buttons as Telegram inline keyboards, and presses back to (action, value).
 
 Telegram limits callback data to 64 bytes, so a button carries a one-letter action code and a short
-value: "a:<approval id>", "d:<approval id>", "p:<pairing code>" (admit), "i:<pairing code>" (ignore), and for a clarifying question "c:<index>", whose option
-text is read back from the pressed message's own keyboard (the label is the option).
+value: "a:<approval id>", "d:<approval id>", "p:<pairing code>" (admit), "i:<pairing code>" (ignore),
+and for a clarifying question "c:<index>", whose option text is read back from the pressed message's
+own keyboard (the label is the option).
 """
 
 from __future__ import annotations
