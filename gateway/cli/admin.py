@@ -131,7 +131,7 @@ async def approvals_list(config: Config, args: argparse.Namespace) -> int:
         print("No approvals." if args.all else "Nothing is waiting for approval.")
     for r in recs:
         first = r.preview.splitlines()[0] if r.preview else ""
-        print(f"{r.id}  {r.state:<9} {r.tool:<16} {r.created_at[:16]}  {first[:60]}")
+        print(f"{r.id}  {r.state:<9} {r.tool:<16} {_local(config, r.created_at)}  {first[:60]}")
     return 0
 
 
@@ -191,7 +191,7 @@ async def audit(config: Config, args: argparse.Namespace) -> int:
         print(f"No audit events{what}.")
     for e in events:
         extra = f" {json.dumps(e.detail, ensure_ascii=False)}" if e.detail else ""
-        print(f"{e.at[:19]} {e.actor:<20} {e.action:<18} {e.tool or '':<16} {e.subject or ''}{extra}")
+        print(f"{_local(config, e.at, seconds=True)} {e.actor:<20} {e.action:<18} {e.tool or '':<16} {e.subject or ''}{extra}")
     return 0
 
 
@@ -201,11 +201,11 @@ async def pairing_list(config: Config, args: argparse.Namespace) -> int:
         pending, admitted = await repo.pending(), await repo.admitted()
     print("Pending codes:" if pending else "No pending pairing codes.")
     for p in pending:
-        print(f"  {p.surface:<9} {p.code}  user {p.user_id} ({p.user_name or '?'})  expires {p.expires_at[:16]}")
+        print(f"  {p.surface:<9} {p.code}  user {p.user_id} ({p.user_name or '?'})  expires {_local(config, p.expires_at)}")
     if admitted:
         print("Admitted users:")
         for surface, user_id, added in admitted:
-            print(f"  {surface:<9} {user_id}  since {added[:16]}")
+            print(f"  {surface:<9} {user_id}  since {_local(config, added)}")
     return 0
 
 
@@ -252,7 +252,7 @@ async def automations_list(config: Config, args: argparse.Namespace) -> int:
         print("No automations.")
     for r in rows:
         state = "" if r.enabled else " (disabled)"
-        due = parse_iso(r.next_run_at).astimezone(config.tz).strftime("%Y-%m-%d %H:%M %Z") if r.next_run_at else "-"
+        due = _local(config, r.next_run_at) if r.next_run_at else "-"
         print(f"{r.id}  {r.user_key:<18} next {due}  {r.name}{state}")
     return 0
 
@@ -270,3 +270,8 @@ async def automations_delete(config: Config, args: argparse.Namespace) -> int:
 def _automations(store: Store, config: Config) -> AutomationService:
     """The service in admin mode: rows only, no scheduler (the resident process picks changes up)."""
     return AutomationService(store, config.tz, Outbox(store).enqueue)
+
+
+def _local(config: Config, stamp: str, *, seconds: bool = False) -> str:
+    """A stored UTC time as the owner reads it: their zone, with its name ("2026-12-01 09:00 CET")."""
+    return parse_iso(stamp).astimezone(config.tz).strftime(f"%Y-%m-%d %H:%M{':%S' if seconds else ''} %Z")
