@@ -16,15 +16,15 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from gateway.config_base import Section
 from gateway.config_capabilities import (
-    ArtifactsConfig, DashboardConfig, McpConfig, McpServerConfig, SkillsConfig, SpeechConfig, SubagentsConfig,
-    TerminalConfig, TtsConfig, WebConfig, WorkspaceConfig,
+    ArtifactsConfig, BrowserConfig, DashboardConfig, ImagesConfig, McpConfig, McpServerConfig, SkillsConfig,
+    SpeechConfig, SubagentsConfig, TerminalConfig, TtsConfig, WebConfig, WorkspaceConfig,
 )
 
 # Callers import every section from here, wherever it is defined.
 __all__ = [
-    "AccessConfig", "ApprovalsConfig", "ArtifactsConfig", "CalendarConfig", "Config", "ConfigError", "ConsoleConfig",
-    "DashboardConfig", "EmailConfig", "GovernanceConfig", "McpConfig", "McpServerConfig", "ModelConfig",
-    "RuntimeConfig", "SkillsConfig", "SlackConfig", "SpeechConfig", "StoreConfig", "SubagentsConfig",
+    "AccessConfig", "ApprovalsConfig", "ArtifactsConfig", "BrowserConfig", "CalendarConfig", "Config", "ConfigError",
+    "ConsoleConfig", "DashboardConfig", "EmailConfig", "GovernanceConfig", "ImagesConfig", "McpConfig",
+    "McpServerConfig", "ModelConfig", "RuntimeConfig", "SkillsConfig", "SlackConfig", "SpeechConfig", "StoreConfig", "SubagentsConfig",
     "TelegramConfig", "TerminalConfig", "ToolOverride", "TtsConfig", "WebConfig", "WorkspaceConfig", "config_path",
     "data_dir", "load_config", "parse_config", "secret",
 ]
@@ -180,6 +180,8 @@ class Config(Section):
     email: EmailConfig | None = None
     calendar: CalendarConfig | None = None
     web: WebConfig = Field(default_factory=WebConfig)
+    browser: BrowserConfig = Field(default_factory=BrowserConfig)
+    images: ImagesConfig = Field(default_factory=ImagesConfig)
     mcp: McpConfig = Field(default_factory=McpConfig)
 
     source: str = Field("(defaults)", exclude=True)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from connectors.browser import Browser, BrowserSettings, find_executable
 from connectors.calendar import CalendarClient, CalendarNotFound, CalendarSettings
 from connectors.email import EmailClient, EmailSettings
 from connectors.processes import Settings
@@ -25,6 +26,7 @@ from gateway.scheduler import AutomationService
 from gateway.subagents import SubagentService
 from store.artifacts import Artifacts
 from store.db import Store
+from toolsets.browser import BrowserPolicy
 from toolsets.jobs import Terminal
 from toolsets.memory import MemoryLimits
 
@@ -75,6 +77,22 @@ def web_services(cfg: WebConfig) -> dict[str, Any]:
     if backend is not None:
         out["web_search"] = backend
     return out
+
+
+def browser_services(config: Config) -> dict[str, Any]:
+    """The browser ("browser", with its "browser_policy") when [browser] enabled and a Chromium is found.
+    Building it starts nothing: the browser process starts on first use."""
+    cfg = config.browser
+    if not cfg.enabled:
+        return {}
+    executable = find_executable(cfg.executable)
+    if executable is None:
+        log.warning("browser_unavailable reason=no_executable configured=%s", cfg.executable or "-")
+        return {}
+    guard = Guard(HostRules(cfg.allowed_hosts, cfg.denied_hosts), allow_private=cfg.allow_private_urls)
+    settings = BrowserSettings(executable=executable, profiles=config.data_dir / "browser", headless=cfg.headless,
+                               timeout_s=cfg.timeout_s, idle_s=cfg.idle_minutes * 60)
+    return {"browser": Browser(guard, settings), "browser_policy": BrowserPolicy(tuple(cfg.trusted_hosts))}
 
 
 def connectors(config: Config) -> dict[str, Any]:
@@ -150,7 +168,7 @@ def media_services(config: Config, store: Store) -> dict[str, Any]:
 async def build_services(gateway: "Gateway") -> dict[str, Any]:
     config = gateway.config
     services: dict[str, Any] = {"surfaces": SurfaceStatus(gateway), **connectors(config), **web_services(config.web),
-                                **media_services(config, gateway.store),
+                                **media_services(config, gateway.store), **browser_services(config),
                                 "memory": MemoryLimits(max_chars=config.runtime.memory_max_chars),
                                 "workspace": workspace(config)}
     services["automations"] = AutomationService(gateway.store, config.tz, gateway.outbox.enqueue,

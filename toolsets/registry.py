@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from toolsets import artifact
 from toolsets import automation
+from toolsets import browser
 from toolsets import calendar
 from toolsets import email
 from toolsets import file
@@ -27,6 +28,7 @@ TOOLSETS: list[Toolset] = [
     skills.TOOLSET,
     subagents.TOOLSET,
     web.TOOLSET,
+    browser.TOOLSET,
     file.TOOLSET,
     terminal.TOOLSET,
     artifact.TOOLSET,
