@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from connectors.browser import Browser, BrowserSettings, find_executable
 from connectors.calendar import CalendarClient, CalendarNotFound, CalendarSettings
 from connectors.email import EmailClient, EmailSettings
+from connectors.imagegen import ImageGenerator
 from connectors.processes import Settings
 from connectors.shellrules import Rule
 from connectors.skills import SkillLibrary
@@ -95,6 +96,16 @@ def browser_services(config: Config) -> dict[str, Any]:
     return {"browser": Browser(guard, settings), "browser_policy": BrowserPolicy(tuple(cfg.trusted_hosts))}
 
 
+def image_services(config: Config, fetcher: WebFetcher) -> dict[str, Any]:
+    """The image generator ("images") when [images] url is set; a provider's image URL on another host
+    is fetched through `fetcher`, the web toolset's guarded fetcher."""
+    cfg = config.images
+    if not cfg.url:
+        return {}
+    return {"images": ImageGenerator(cfg.url, cfg.model, secret(cfg.api_key_env), size=cfg.size, fetcher=fetcher,
+                                     timeout_s=cfg.timeout_s, max_bytes=int(cfg.max_mb * 1024 * 1024))}
+
+
 def connectors(config: Config) -> dict[str, Any]:
     """The configured connectors by service name. Building one opens no connection."""
     out: dict[str, Any] = {}
@@ -171,6 +182,7 @@ async def build_services(gateway: "Gateway") -> dict[str, Any]:
                                 **media_services(config, gateway.store), **browser_services(config),
                                 "memory": MemoryLimits(max_chars=config.runtime.memory_max_chars),
                                 "workspace": workspace(config)}
+    services |= image_services(config, services["web"])
     services["automations"] = AutomationService(gateway.store, config.tz, gateway.outbox.enqueue,
                                                 gateway.run_prompt, may_run=gateway.access.allowed_key)
     services["skills"] = SkillLibrary(config.data_dir / "skills", [Path(r).expanduser() for r in config.skills.roots])

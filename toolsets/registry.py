@@ -8,6 +8,7 @@ from toolsets import browser
 from toolsets import calendar
 from toolsets import email
 from toolsets import file
+from toolsets import media_generation
 from toolsets import terminal
 from toolsets import tts
 from toolsets import clarify, memory, messaging, sessions, tasks
@@ -33,6 +34,7 @@ TOOLSETS: list[Toolset] = [
     terminal.TOOLSET,
     artifact.TOOLSET,
     tts.TOOLSET,
+    media_generation.TOOLSET,
 ]
 
 
