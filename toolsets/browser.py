@@ -28,10 +28,11 @@ from toolsets.base import ExecutionPolicy, Preview, Risk, ToolContext, ToolError
 
 TOOLSET = Toolset(
     "browser",
-    "a real web browser: open pages that need JavaScript, read them with element refs, click, type, press keys, "
-    "take screenshots",
+    "a real browser: pages that need JavaScript, forms, clicks, screenshots",
     keywords=(
-        r"\bbrowser\b", r"\bclick(?:s|ing)?\b", r"\bbuttons?\b", r"\bscreenshots? of (?:the|this|that) (?:page|site)\b",
+        r"\bbrowser\b", r"\bclick(?:s|ing)?\b", r"\b(?:press|tap|hit|push)(?:es|ing)? (?:on )?(?:the|that|this) [\w' -]{0,20}button\b",
+        r"\bbutton on (?:the|that|this) (?:page|site|website)\b", r"\bscroll(?:ing)? (?:down|up|through)\b",
+        r"\bscreenshots? of (?:the|this|that) (?:page|site)\b",
         r"\b(?:fill|filling) (?:in|out)\b", r"\b(?:web ?)?forms?\b(?=[^.?!\n]{0,40}\b(?:on|at|page|site)\b)",
         r"\b(?:log|sign) (?:me )?in(?:to)? (?:on |to )?(?:the |my )?(?:site|page|website|account)\b",
         r"\bcheck (?:me )?in online\b", r"\bcheck-in page\b",

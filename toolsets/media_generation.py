@@ -16,12 +16,12 @@ from toolsets.base import ExecutionPolicy, Risk, ToolContext, ToolError, Toolset
 
 TOOLSET = Toolset(
     "media_generation",
-    "make images: generate a picture from a description and send it to the chat",
+    "make an image from a description and send it",
     keywords=(
         r"\b(?:generate|create|make|draw|paint|design|render|sketch)s? (?:me |us )?(?:an? |the |some |\d+ )?"
         r"(?:new |quick |simple |little |cute |nice )?(?:image|picture|pic|photo|drawing|illustration|logo|icon"
-        r"|poster|artwork|painting|wallpaper|avatar|cartoon|sketch)s?\b",
-        r"\bdraw (?:me |us )?(?:an? |the |some )\w+", r"\b(?:image|picture) generation\b", r"\bdall-?e\b",
+        r"|poster|artwork|painting|wallpaper|avatar|cartoon|sketch|watercolou?r|portrait|sticker)s?\b",
+        r"\b(?:image|picture) generation\b", r"\bdall-?e\b",
         r"\btext[- ]to[- ]image\b",
         r"(?:画|生成|做|设计|来)(?:一|几)?(?:张|幅|个)?[^。！？\n]{0,12}(?:图|画|照片|图片|插画|头像|海报|壁纸|logo)",
     ),
