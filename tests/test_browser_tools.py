@@ -9,12 +9,18 @@ from typing import Any
 
 import pytest
 
+from connectors.browser import Browser, BrowserSettings, find_executable
+from connectors.web import Guard
 from gateway.access import Access
+from gateway.services import VisionLimits
+from store.artifacts import Artifacts
 from store.approvals import Approvals
 from store.db import Store
 from store.memory import Memory
 from tests.fixtures.browser_site import BrowserSite
 from tests.fixtures.model import reply, tool_call
+from tests.support.context import RecordingContext
+from toolsets import artifact, browser
 from toolsets.registry import TOOLSETS, toolset
 
 
@@ -134,3 +140,24 @@ async def test_a_guest_is_never_offered_the_browser(tmp_path: Any, make_config: 
         assert "browser" not in offered and "web" in offered
         assert "browser" in [ts.name for ts in access.toolsets_for("owner", TOOLSETS)]
     assert toolset("browser") is not None and toolset("browser").owners_only  # type: ignore[union-attr]
+
+
+async def test_a_screenshot_is_an_artifact_and_an_image_for_a_vision_model(
+        tmp_path: Any, browser_site: BrowserSite) -> None:
+    executable = find_executable()
+    assert executable
+    driver = Browser(Guard(allow_private=True), BrowserSettings(executable=executable, profiles=tmp_path / "p"))
+    async with Store(tmp_path / "shots.db") as store:
+        artifacts = Artifacts(store, tmp_path / "artifacts", max_file_bytes=10_000_000, max_daily_bytes=50_000_000)
+        ctx = RecordingContext(store=store, services={"browser": driver, "artifacts": artifacts,
+                                                      "vision": VisionLimits(max_side=512, max_bytes=200_000)})
+        try:
+            await browser.browser_navigate.handler(ctx, url=browser_site.url("/form"))
+            out = await browser.browser_screenshot.handler(ctx)
+        finally:
+            await driver.aclose()
+        [listed] = await artifact.artifact_list.handler(ctx)
+    assert listed["id"] == out["artifact"] and listed["type"] == "image/png"
+    assert f"browser:{browser_site.url('/form')}" in ctx.external_sources
+    [part] = ctx.images
+    assert part["artifact"] == out["artifact"] and out["note"] == "the screenshot follows this result"
