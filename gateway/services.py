@@ -219,7 +219,22 @@ async def connector_checks(config: Config) -> list[tuple[str, str, str]]:
         finally:
             await client.aclose()
     lines.append(await web_check(config.web))
+    if config.browser.enabled:
+        lines.append(browser_check(config))
     return lines
+
+
+def browser_check(config: Config) -> tuple[str, str, str]:
+    """`anyy doctor`'s browser line: which Chromium will be driven (nothing is started)."""
+    found = find_executable(config.browser.executable)
+    if found is None:
+        wanted = config.browser.executable or "chromium, chromium-browser or google-chrome on PATH"
+        return ("✗", "browser", f"no browser found ({wanted}); apt-get install chromium, or set [browser] "
+                                "executable (docs/browser.md)")
+    reach = "private network allowed" if config.browser.allow_private_urls else "public web only"
+    return ("✓", "browser", f"{found}; {reach}; actions held for approval"
+            + (f" except on {len(config.browser.trusted_hosts)} trusted host pattern(s)"
+               if config.browser.trusted_hosts else ""))
 
 
 async def web_check(cfg: WebConfig) -> tuple[str, str, str]:

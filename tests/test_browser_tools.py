@@ -161,3 +161,12 @@ async def test_a_screenshot_is_an_artifact_and_an_image_for_a_vision_model(
     assert f"browser:{browser_site.url('/form')}" in ctx.external_sources
     [part] = ctx.images
     assert part["artifact"] == out["artifact"] and out["note"] == "the screenshot follows this result"
+
+
+def test_doctor_says_which_browser_will_be_driven_or_how_to_get_one(make_config: Any, tmp_path: Any) -> None:
+    from gateway.services import browser_check
+
+    ok = browser_check(make_config(browser={"enabled": True, "trusted_hosts": ["intranet.example.com"]}))
+    assert ok[0] == "✓" and "chromium" in ok[2] and "public web only" in ok[2] and "1 trusted host" in ok[2]
+    missing = browser_check(make_config(browser={"enabled": True, "executable": str(tmp_path / "nope")}))
+    assert missing[0] == "✗" and "apt-get install chromium" in missing[2]
