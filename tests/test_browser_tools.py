@@ -12,7 +12,7 @@ import pytest
 from connectors.browser import Browser, BrowserSettings, find_executable
 from connectors.web import Guard
 from gateway.access import Access
-from gateway.services import VisionLimits
+from gateway.services.factory import VisionLimits
 from store.artifacts import Artifacts
 from store.approvals import Approvals
 from store.db import Store
@@ -164,7 +164,7 @@ async def test_a_screenshot_is_an_artifact_and_an_image_for_a_vision_model(
 
 
 def test_doctor_says_which_browser_will_be_driven_or_how_to_get_one(make_config: Any, tmp_path: Any) -> None:
-    from gateway.services import browser_check
+    from gateway.services.factory import browser_check
 
     ok = browser_check(make_config(browser={"enabled": True, "trusted_hosts": ["intranet.example.com"]}))
     assert ok[0] == "✓" and "chromium" in ok[2] and "public web only" in ok[2] and "1 trusted host" in ok[2]

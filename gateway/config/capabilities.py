@@ -13,7 +13,7 @@ from pydantic import Field, field_validator, model_validator
 
 from connectors.mcp_names import NameCollision, check_servers
 from connectors.web.hosts import normalise_pattern
-from gateway.config_base import Section
+from gateway.config.base import Section
 
 
 class SkillsConfig(Section):

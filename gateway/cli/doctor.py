@@ -7,12 +7,12 @@ import argparse
 import httpx
 
 from connectors.speech import EspeakEngine
+from gateway.cli.mcp import doctor_checks
 from gateway.config import Config, secret
 from gateway.llm import make_client
 from gateway.llm.types import ChatMessage, ModelUnavailable
-from gateway.mcp_cli import doctor_checks
 from gateway.redaction import configured_secrets, redact
-from gateway.services import connector_checks
+from gateway.services.factory import connector_checks
 from gateway.surfaces import build_surfaces
 from store.db import Store, StoreError
 

@@ -14,19 +14,30 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
-from gateway.config_base import Section
-from gateway.config_capabilities import (
-    ArtifactsConfig, BrowserConfig, DashboardConfig, ImagesConfig, McpConfig, McpServerConfig, SkillsConfig,
-    SpeechConfig, SubagentsConfig, TerminalConfig, TtsConfig, WebConfig, WorkspaceConfig,
+from gateway.config.base import Section
+from gateway.config.capabilities import (
+    ArtifactsConfig,
+    BrowserConfig,
+    DashboardConfig,
+    ImagesConfig,
+    McpConfig,
+    McpServerConfig,
+    SkillsConfig,
+    SpeechConfig,
+    SubagentsConfig,
+    TerminalConfig,
+    TtsConfig,
+    WebConfig,
+    WorkspaceConfig,
 )
 
 # Callers import every section from here, wherever it is defined.
 __all__ = [
     "AccessConfig", "ApprovalsConfig", "ArtifactsConfig", "BrowserConfig", "CalendarConfig", "Config", "ConfigError",
     "ConsoleConfig", "DashboardConfig", "EmailConfig", "GovernanceConfig", "ImagesConfig", "McpConfig",
-    "McpServerConfig", "ModelConfig", "RuntimeConfig", "SkillsConfig", "SlackConfig", "SpeechConfig", "StoreConfig", "SubagentsConfig",
-    "TelegramConfig", "TerminalConfig", "ToolOverride", "TtsConfig", "WebConfig", "WorkspaceConfig", "config_path",
-    "data_dir", "load_config", "parse_config", "secret",
+    "McpServerConfig", "ModelConfig", "RuntimeConfig", "SkillsConfig", "SlackConfig", "SpeechConfig", "StoreConfig",
+    "SubagentsConfig", "TelegramConfig", "TerminalConfig", "ToolOverride", "TtsConfig", "WebConfig", "WorkspaceConfig",
+    "config_path", "data_dir", "load_config", "parse_config", "secret",
 ]
 
 

@@ -20,7 +20,7 @@ from datetime import timedelta
 from pydantic import BaseModel, ValidationError
 
 from gateway import checkpoints
-from gateway.background import Background
+from gateway.automations.background import Background
 from gateway.config import Config
 from store.approvals import Approvals
 from store.db import Store
