@@ -38,6 +38,7 @@ FLAGS = ("--disable-background-networking", "--disable-component-update", "--dis
          "--disable-default-apps", "--disable-extensions", "--dns-prefetch-disable", "--disable-dev-shm-usage",
          "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
          "--webrtc-ip-handling-policy=disable_non_proxied_udp")
+LAUNCH_TIMEOUT_S = 60.0  # a cold start on a busy machine takes seconds; a page timeout may be shorter
 FULL_SNAPSHOT = 1_000_000  # when looking a ref up, the whole page counts, not the part shown
 
 
@@ -115,7 +116,7 @@ class Browser:
         try:
             self._browser = await self._pw.chromium.launch(
                 executable_path=self.settings.executable, headless=self.settings.headless, args=list(FLAGS),
-                timeout=self.settings.timeout_s * 1000)
+                timeout=max(self.settings.timeout_s, LAUNCH_TIMEOUT_S) * 1000)
         except Error as exc:
             await self._pw.stop()
             self._pw = None
