@@ -3,6 +3,7 @@ acting only on the page state asked for, and the guard applied to every request 
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -118,3 +119,18 @@ async def test_cookies_persist_per_owner_across_a_restart(
     await browser.navigate("telegram:42", browser_site.url("/cookie"))
     _, other = await browser.snapshot("telegram:42")
     assert "Last visit: none" in other.text
+
+
+async def test_the_browser_starts_on_first_use_and_closes_when_idle(
+        make_browser: Callable[..., Browser], browser_site: BrowserSite) -> None:
+    browser = make_browser(idle_s=0.5)
+    assert not browser.running
+    await browser.navigate(OWNER, browser_site.url("/form"))
+    assert browser.running
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 20
+    while browser.running:  # the idle timer fires on the loop; nothing else wakes this test
+        assert loop.time() < deadline, "the browser did not close after being idle"
+        await asyncio.sleep(0.1)
+    with pytest.raises(StaleTarget, match="no page is open"):
+        await browser.snapshot(OWNER)

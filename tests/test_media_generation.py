@@ -1,6 +1,7 @@
 """Image generation against a local fake images endpoint: the request, the answer forms (b64, URL on the
-provider's host, URL elsewhere through the web guard), bad answers as tool errors, the artifact, and the
-photo reaching the fake Telegram through the real gateway (sendPhoto with a valid PNG), audited and counted."""
+provider's host, URL elsewhere through the web guard), bad answers as tool errors, the artifact, the photo
+reaching the fake Telegram through the real gateway (sendPhoto with a valid PNG), audited and counted, and
+the file upload on Slack."""
 
 from __future__ import annotations
 
@@ -20,7 +21,9 @@ from store.audit import Audit
 from store.db import Store
 from tests.fixtures.images import FakeImages
 from tests.fixtures.model import FakeModel, reply, tool_call
+from tests.fixtures.slack import FakeSlack, is_post
 from tests.support.context import RecordingContext
+from tests.support.slack_events import dm, event_body
 from tests.support.telegram_api import OWNER_ID, FakeBot
 from toolsets import media_generation
 from toolsets.base import ToolError
@@ -116,3 +119,19 @@ async def test_the_image_reaches_telegram_as_a_photo_audited_and_counted(
     with Image.open(io.BytesIO(sent.params["photo"])) as img:
         assert (img.format, img.size) == ("PNG", (64, 48))
     assert "Images generated (last 30 days): 1" in usage.params["text"]
+
+
+async def test_on_slack_the_image_is_uploaded_as_a_file_in_the_thread(
+        slack_gateway: Any, slack_fake: FakeSlack, model: FakeModel, images_api: FakeImages) -> None:
+    model.script(tool_call("image_generate", {"prompt": "a cosy cabin in the snow"}), reply("Here you go."))
+    async with slack_gateway(images={"url": images_api.url}) as gw:
+        event = dm("make a picture of a cosy cabin in the snow", ts="1710000000.000900",
+                   thread_ts="1710000000.000800")
+        await slack_fake.send_envelope("events_api", event_body(event))
+        await slack_fake.calls.wait(is_post)
+        await gw.idle()
+    [asked] = slack_fake.posted("files.getUploadURLExternal")
+    [complete] = slack_fake.posted("files.completeUploadExternal")
+    [file_id] = slack_fake.uploads
+    assert asked["filename"] == "image.png" and slack_fake.uploads[file_id] == images_api.image
+    assert complete["thread_ts"] == "1710000000.000800"

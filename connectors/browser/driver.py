@@ -197,6 +197,11 @@ class Browser:
             self._busy -= 1
             self._schedule_idle_close()
 
+    @property
+    def running(self) -> bool:
+        """Whether the browser process is up (it starts on first use and closes when idle)."""
+        return self._browser is not None
+
     # -- reading ----------------------------------------------------------------------------------
 
     def current_url(self, key: str) -> str | None:
