@@ -134,3 +134,14 @@ async def test_the_browser_starts_on_first_use_and_closes_when_idle(
         await asyncio.sleep(0.1)
     with pytest.raises(StaleTarget, match="no page is open"):
         await browser.snapshot(OWNER)
+
+
+async def test_a_page_that_closed_itself_counts_as_no_page_and_navigating_opens_a_new_one(
+        make_browser: Callable[..., Browser], browser_site: BrowserSite) -> None:
+    browser = make_browser()
+    url = browser_site.url("/form")
+    await browser.navigate(OWNER, url)
+    await browser._owners[OWNER].page.close()  # as a page's own window.close() would
+    with pytest.raises(StaleTarget, match="no page is open"):
+        await browser.act(OWNER, url, "press", None, text="Enter")
+    assert (await browser.navigate(OWNER, url)).title == "Sign the guest book"

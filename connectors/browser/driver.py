@@ -124,7 +124,12 @@ class Browser:
         log.info("browser_started executable=%s headless=%s", self.settings.executable, self.settings.headless)
 
     async def _owner(self, key: str, *, open_: bool = True) -> _Owner | None:
+        """The owner's live page, opened when `open_` (starting the browser first if needed). A page that
+        closed itself (`window.close()`) or a browser that crashed counts as no page open."""
         owner = self._owners.get(key)
+        if owner is not None and (owner.page.is_closed() or not self._browser.is_connected()):
+            await self._discard(key)
+            owner = None
         if owner is not None or not open_:
             return owner
         async with self._start_lock:
@@ -143,6 +148,19 @@ class Browser:
             page = await context.new_page()
             owner = self._owners[key] = _Owner(context, page, proxy, state_path)
             return owner
+
+    async def _discard(self, key: str) -> None:
+        """Forget a dead page: its context, its proxy, and the browser too when that is gone."""
+        async with self._start_lock:
+            owner = self._owners.pop(key, None)
+            if owner is not None:
+                with contextlib.suppress(Exception):
+                    await owner.context.close()
+                await owner.proxy.aclose()
+            crashed = self._browser is not None and not self._browser.is_connected()
+        log.warning("browser_page_lost crashed=%s", crashed)
+        if crashed:
+            await self.aclose()
 
     async def aclose(self) -> None:
         """Save every owner's cookies and close the browser (it starts again on next use)."""
