@@ -145,3 +145,15 @@ async def test_a_page_that_closed_itself_counts_as_no_page_and_navigating_opens_
     with pytest.raises(StaleTarget, match="no page is open"):
         await browser.act(OWNER, url, "press", None, text="Enter")
     assert (await browser.navigate(OWNER, url)).title == "Sign the guest book"
+
+
+async def test_a_download_is_refused_and_reported(make_browser: Callable[..., Browser], tmp_path: Path,
+                                                  browser_site: BrowserSite) -> None:
+    browser = make_browser()
+    url = browser_site.url("/form")
+    await browser.navigate(OWNER, url)
+    _, snap = await browser.snapshot(OWNER)
+    link = next(e for e in snap.elements.values() if e.name == "Get the list")
+    state = await browser.act(OWNER, url, "click", link)
+    assert state.downloads_refused == 1 and state.url == url
+    assert browser_site.hits["/file"] == 1 and not list(tmp_path.rglob("list.csv"))

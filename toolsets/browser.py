@@ -206,6 +206,8 @@ async def _act(ctx: ToolContext, payload: dict[str, Any]) -> str:
     done = _describe(payload).removeprefix("🌐 ").split("\n")[0]
     moved = f" The page is now {state.url}." if state.url != payload["url"] else ""
     refused = f" {len(state.refused)} request(s) were refused by the network guard." if state.refused else ""
+    if state.downloads_refused:
+        refused += " The page tried to download a file; downloads are refused."
     return f"Done: {done}.{moved}{refused} Call browser_snapshot to read the page."
 
 

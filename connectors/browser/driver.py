@@ -79,6 +79,7 @@ class PageState:
     title: str
     status: int | None = None
     refused: list[Refusal] = field(default_factory=list)
+    downloads_refused: int = 0  # files the page tried to download (downloads are off)
 
 
 @dataclass
@@ -88,6 +89,7 @@ class _Owner:
     proxy: GuardProxy
     state_path: Path
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    downloads: list[float] = field(default_factory=list)  # time.monotonic() of each refused download
 
 
 class Browser:
@@ -147,6 +149,7 @@ class Browser:
             context.set_default_timeout(self.settings.timeout_s * 1000)
             page = await context.new_page()
             owner = self._owners[key] = _Owner(context, page, proxy, state_path)
+            page.on("download", lambda _download: owner.downloads.append(time.monotonic()))
             return owner
 
     async def _discard(self, key: str) -> None:
@@ -344,8 +347,10 @@ async def _element(owner: _Owner, ref: str) -> Element:
 
 async def _state(owner: _Owner, since: float | None, response: Any) -> PageState:
     refused = owner.proxy.refusals_since(since) if since is not None else []
+    downloads = sum(at >= since for at in owner.downloads) if since is not None else 0
     return PageState(url=str(owner.page.url), title=await owner.page.title(),
-                     status=None if response is None else response.status, refused=refused)
+                     status=None if response is None else response.status, refused=refused,
+                     downloads_refused=downloads)
 
 
 def _first_line(exc: BaseException) -> str:
