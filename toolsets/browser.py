@@ -80,19 +80,16 @@ def _page(ctx: ToolContext, state: PageState, body: str, notes: list[str] | None
 
 
 async def _view(ctx: ToolContext, state: PageState | None = None) -> str:
-    browser = _browser(ctx)
-    try:
-        now, snap = await browser.snapshot(ctx.user_key)
-    except BrowserError as exc:
-        raise ToolError(str(exc)) from None
+    """The page's snapshot now, with what `state` (the navigation that led here) saw refused."""
+    now, snap = await _call(_browser(ctx).snapshot(ctx.user_key))
     if state is not None:
         now = PageState(url=now.url, title=now.title, status=state.status, refused=state.refused)
-    notes = [f"snapshot cut at {len(snap.text)} of {snap.chars_total} characters; scroll or act to see more"] \
-        if snap.truncated else []
+    notes = [f"snapshot cut at {len(snap.text)} of {snap.chars_total} characters"] if snap.truncated else []
     return _page(ctx, now, snap.text or "(the page shows nothing)", notes)
 
 
 async def _call(coro: Any) -> Any:
+    """Await a browser operation; its BrowserError becomes the ToolError the model reads."""
     try:
         return await coro
     except BrowserError as exc:
