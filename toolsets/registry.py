@@ -6,6 +6,7 @@ from toolsets import artifact
 from toolsets import automation
 from toolsets import browser
 from toolsets import calendar
+from toolsets import computer_use
 from toolsets import email
 from toolsets import file
 from toolsets import media_generation
@@ -32,6 +33,7 @@ TOOLSETS: list[Toolset] = [
     browser.TOOLSET,
     file.TOOLSET,
     terminal.TOOLSET,
+    computer_use.TOOLSET,
     artifact.TOOLSET,
     tts.TOOLSET,
     media_generation.TOOLSET,

@@ -18,6 +18,7 @@ from gateway.config.base import Section
 from gateway.config.capabilities import (
     ArtifactsConfig,
     BrowserConfig,
+    ComputerUseConfig,
     DashboardConfig,
     ImagesConfig,
     McpConfig,
@@ -33,8 +34,9 @@ from gateway.config.capabilities import (
 
 # Callers import every section from here, wherever it is defined.
 __all__ = [
-    "AccessConfig", "ApprovalsConfig", "ArtifactsConfig", "BrowserConfig", "CalendarConfig", "Config", "ConfigError",
-    "ConsoleConfig", "DashboardConfig", "EmailConfig", "GovernanceConfig", "ImagesConfig", "McpConfig",
+    "AccessConfig", "ApprovalsConfig", "ArtifactsConfig", "BrowserConfig", "CalendarConfig", "ComputerUseConfig",
+    "Config", "ConfigError", "ConsoleConfig", "DashboardConfig", "EmailConfig", "GovernanceConfig", "ImagesConfig",
+    "McpConfig",
     "McpServerConfig", "ModelConfig", "RuntimeConfig", "SkillsConfig", "SlackConfig", "SpeechConfig", "StoreConfig",
     "SubagentsConfig", "TelegramConfig", "TerminalConfig", "ToolOverride", "TtsConfig", "WebConfig", "WorkspaceConfig",
     "config_path", "data_dir", "load_config", "parse_config", "secret",
@@ -186,6 +188,7 @@ class Config(Section):
     speech: SpeechConfig = Field(default_factory=SpeechConfig)
     tts: TtsConfig = Field(default_factory=TtsConfig)
     artifacts: ArtifactsConfig = Field(default_factory=ArtifactsConfig)
+    computer_use: ComputerUseConfig = Field(default_factory=ComputerUseConfig)
     telegram: TelegramConfig | None = None
     slack: SlackConfig | None = None
     email: EmailConfig | None = None

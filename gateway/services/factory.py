@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from connectors.browser import Browser, BrowserSettings, find_executable
 from connectors.calendar import CalendarClient, CalendarNotFound, CalendarSettings
+from connectors.desktop import Desktop, DesktopError, DesktopSettings
 from connectors.email import EmailClient, EmailSettings
 from connectors.imagegen import ImageGenerator
 from connectors.processes import Settings
@@ -23,11 +24,12 @@ from connectors.speech import EspeakEngine, OpenAISpeechEngine, SpeechEngine, Tr
 from connectors.web import Guard, HostRules, SearchError, WebFetcher, search_backend
 from connectors.workspace import Workspace
 from gateway.automations.scheduler import AutomationService, MayRun, RunPrompt
-from gateway.config import CalendarConfig, Config, EmailConfig, WebConfig, secret
+from gateway.config import CalendarConfig, ComputerUseConfig, Config, EmailConfig, WebConfig, secret
 from gateway.services.subagents import Enqueue, SubagentService, TurnRunner
 from store.artifacts import Artifacts
 from store.db import Store
 from toolsets.browser import BrowserPolicy
+from toolsets.computer_use import ComputerUse
 from toolsets.jobs import Terminal
 from toolsets.memory import MemoryLimits
 
@@ -212,7 +214,57 @@ async def build_services(config: Config, store: Store, ports: GatewayPorts) -> d
         if ports.resident:
             await term.recover()
         services["terminal"] = term
+    if config.computer_use.enabled:  # an `anyy chat` beside `anyy run` uses the resident's display
+        screen = await computer_use(config.computer_use, start_xvfb=ports.resident)
+        if screen is not None:
+            services["computer_use"] = screen
     return services
+
+
+def desktop(cfg: ComputerUseConfig) -> Desktop:
+    return Desktop(DesktopSettings(display=cfg.display, xvfb=cfg.xvfb, width=cfg.width, height=cfg.height))
+
+
+async def computer_use(cfg: ComputerUseConfig, start_xvfb: bool) -> ComputerUse | None:
+    """The computer_use service, its display up (Xvfb started when configured); None when the display
+    cannot be had (logged; the toolset is then absent and `anyy doctor` says why)."""
+    driver = desktop(cfg)
+    try:
+        width, height = await driver.start(start_xvfb=start_xvfb)
+    except DesktopError as exc:
+        log.warning("computer_use_unavailable display=%s error=%s", cfg.display, exc)
+        return None
+    log.info("computer_use_ready display=%s size=%dx%d own_display=%s", cfg.display, width, height,
+             driver.owns_display)
+    return ComputerUse(driver, cfg.stale_after_s)
+
+
+async def computer_use_check(cfg: ComputerUseConfig) -> list[tuple[str, str, str]]:
+    """`anyy doctor`'s computer-use line: the programs it needs, and a screenshot of the display (from a
+    short-lived Xvfb when Anyy starts its own)."""
+    if not cfg.enabled:
+        return []
+    driver = desktop(cfg)
+    try:
+        try:
+            width, height = await driver.start(start_xvfb=False)
+            running = True
+        except DesktopError:
+            if not cfg.xvfb:
+                raise
+            width, height = await driver.start()
+            running = False
+        shot = await driver.screenshot(width, height)
+    except DesktopError as exc:
+        return [("✗", "computer_use", f"{exc}" + ("" if cfg.xvfb else " ([computer_use] xvfb = false: start "
+                                                  "that display first, or set xvfb = true)"))]
+    finally:
+        await driver.aclose()
+    detail = f"display {cfg.display} {width}x{height}, input with xdotool, screenshots work ({len(shot.png)} bytes)"
+    if cfg.xvfb and running:
+        return [("!", "computer_use", f"{detail}; but it is already running, so Anyy cannot start its own Xvfb "
+                                      "there (fine if it is a running `anyy run`'s; else choose another display)")]
+    return [("✓", "computer_use", detail + (f"; Xvfb starts at {cfg.width}x{cfg.height}" if cfg.xvfb else ""))]
 
 
 async def connector_checks(config: Config) -> list[tuple[str, str, str]]:
