@@ -17,8 +17,10 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 from gateway.config.base import Section
 from gateway.config.capabilities import (
     ArtifactsConfig,
+    BrowserConfig,
     ComputerUseConfig,
     DashboardConfig,
+    ImagesConfig,
     McpConfig,
     McpServerConfig,
     SkillsConfig,
@@ -32,8 +34,9 @@ from gateway.config.capabilities import (
 
 # Callers import every section from here, wherever it is defined.
 __all__ = [
-    "AccessConfig", "ApprovalsConfig", "ArtifactsConfig", "CalendarConfig", "ComputerUseConfig", "Config",
-    "ConfigError", "ConsoleConfig", "DashboardConfig", "EmailConfig", "GovernanceConfig", "McpConfig",
+    "AccessConfig", "ApprovalsConfig", "ArtifactsConfig", "BrowserConfig", "CalendarConfig", "ComputerUseConfig",
+    "Config", "ConfigError", "ConsoleConfig", "DashboardConfig", "EmailConfig", "GovernanceConfig", "ImagesConfig",
+    "McpConfig",
     "McpServerConfig", "ModelConfig", "RuntimeConfig", "SkillsConfig", "SlackConfig", "SpeechConfig", "StoreConfig",
     "SubagentsConfig", "TelegramConfig", "TerminalConfig", "ToolOverride", "TtsConfig", "WebConfig", "WorkspaceConfig",
     "config_path", "data_dir", "load_config", "parse_config", "secret",
@@ -221,6 +224,8 @@ class Config(Section):
     email: EmailConfig | None = None
     calendar: CalendarConfig | None = None
     web: WebConfig = Field(default_factory=WebConfig)
+    browser: BrowserConfig = Field(default_factory=BrowserConfig)
+    images: ImagesConfig = Field(default_factory=ImagesConfig)
     mcp: McpConfig = Field(default_factory=McpConfig)
 
     source: str = Field("(defaults)", exclude=True)

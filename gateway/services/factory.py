@@ -13,9 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from connectors.browser import Browser, BrowserSettings, find_executable
 from connectors.calendar import CalendarClient, CalendarNotFound, CalendarSettings
 from connectors.desktop import Desktop, DesktopError, DesktopSettings
 from connectors.email import EmailClient, EmailSettings
+from connectors.imagegen import ImageGenerator
 from connectors.processes import Settings
 from connectors.shellrules import Rule
 from connectors.skills import SkillLibrary
@@ -27,6 +29,7 @@ from gateway.config import CalendarConfig, ComputerUseConfig, Config, EmailConfi
 from gateway.services.subagents import Enqueue, SubagentService, TurnRunner
 from store.artifacts import Artifacts
 from store.db import Store
+from toolsets.browser import BrowserPolicy
 from toolsets.computer_use import ComputerUse
 from toolsets.jobs import Terminal
 from toolsets.memory import MemoryLimits
@@ -85,6 +88,32 @@ def web_services(cfg: WebConfig) -> dict[str, Any]:
     if backend is not None:
         out["web_search"] = backend
     return out
+
+
+def browser_services(config: Config) -> dict[str, Any]:
+    """The browser ("browser", with its "browser_policy") when [browser] enabled and a Chromium is found.
+    Building it starts nothing: the browser process starts on first use."""
+    cfg = config.browser
+    if not cfg.enabled:
+        return {}
+    executable = find_executable(cfg.executable)
+    if executable is None:
+        log.warning("browser_unavailable reason=no_executable configured=%s", cfg.executable or "-")
+        return {}
+    guard = Guard(HostRules(cfg.allowed_hosts, cfg.denied_hosts), allow_private=cfg.allow_private_urls)
+    settings = BrowserSettings(executable=executable, profiles=config.data_dir / "browser", headless=cfg.headless,
+                               timeout_s=cfg.timeout_s, idle_s=cfg.idle_minutes * 60)
+    return {"browser": Browser(guard, settings), "browser_policy": BrowserPolicy(tuple(cfg.trusted_hosts))}
+
+
+def image_services(config: Config, fetcher: WebFetcher) -> dict[str, Any]:
+    """The image generator ("images") when [images] url is set; a provider's image URL on another host
+    is fetched through `fetcher`, the web toolset's guarded fetcher."""
+    cfg = config.images
+    if not cfg.url:
+        return {}
+    return {"images": ImageGenerator(cfg.url, cfg.model, secret(cfg.api_key_env), size=cfg.size, fetcher=fetcher,
+                                     timeout_s=cfg.timeout_s, max_bytes=int(cfg.max_mb * 1024 * 1024))}
 
 
 def connectors(config: Config) -> dict[str, Any]:
@@ -188,9 +217,10 @@ class GatewayPorts:
 async def build_services(config: Config, store: Store, ports: GatewayPorts) -> dict[str, Any]:
     """Every service by the name tools ask for; connectors only when configured."""
     services: dict[str, Any] = {"surfaces": ports.surfaces, **connectors(config), **web_services(config.web),
-                                **media_services(config, store),
+                                **media_services(config, store), **browser_services(config),
                                 "memory": MemoryLimits(max_chars=config.runtime.memory_max_chars),
                                 "workspace": workspace(config)}
+    services |= image_services(config, services["web"])
     services["automations"] = AutomationService(store, config.tz, ports.enqueue, ports.run_prompt,
                                                 may_run=ports.may_run)
     services["skills"] = skill_library(config)
@@ -277,8 +307,23 @@ async def connector_checks(config: Config) -> list[tuple[str, str, str]]:
         finally:
             await client.aclose()
     lines.append(await web_check(config.web))
+    if config.browser.enabled:
+        lines.append(browser_check(config))
     lines += await skills_check(config)
     return lines
+
+
+def browser_check(config: Config) -> tuple[str, str, str]:
+    """`anyy doctor`'s browser line: which Chromium will be driven (nothing is started)."""
+    found = find_executable(config.browser.executable)
+    if found is None:
+        wanted = config.browser.executable or "chromium, chromium-browser or google-chrome on PATH"
+        return ("✗", "browser", f"no browser found ({wanted}); apt-get install chromium, or set [browser] "
+                                "executable (docs/browser.md)")
+    reach = "private network allowed" if config.browser.allow_private_urls else "public web only"
+    return ("✓", "browser", f"{found}; {reach}; actions held for approval"
+            + (f" except on {len(config.browser.trusted_hosts)} trusted host pattern(s)"
+               if config.browser.trusted_hosts else ""))
 
 
 async def web_check(cfg: WebConfig) -> tuple[str, str, str]:
