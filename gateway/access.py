@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from gateway.config import Config
 from store.access import AccessRepo
@@ -45,13 +45,37 @@ TERMINAL_SURFACES = ("console", "cli")  # whoever holds the terminal holds the d
 MAX_NOTICES_PER_HOUR = 5
 
 
+Delivery = tuple[Outbound, str]  # a message and its outbox dedupe key
+
+
 @dataclass
 class PairingAnswer:
     """What a stranger's message causes: the reply to them (None once told often enough) and the
     notices to the surface's owners (only for a new code, and rate-limited)."""
 
     reply: str | None
-    notices: list[Outbound] = field(default_factory=list)
+    notices: list[Delivery] = field(default_factory=list)
+
+
+class Outbox(Protocol):
+    async def enqueue(self, outbound: Outbound, dedupe_key: str | None = None) -> int: ...
+    async def put(self, outbound: Outbound, dedupe_key: str) -> int: ...
+
+
+@dataclass
+class PairingDecision:
+    """An Admit / Ignore: the answer for the owner who decided, the welcome for an admitted user, and
+    the owners' notices rewritten to the outcome (their buttons gone)."""
+
+    answer: str
+    welcome: Delivery | None = None
+    edits: list[Delivery] = field(default_factory=list)
+
+    async def deliver(self, outbox: Outbox) -> None:
+        if self.welcome is not None:
+            await outbox.enqueue(*self.welcome)
+        for edit in self.edits:
+            await outbox.put(*edit)
 
 
 class Access:
@@ -148,9 +172,11 @@ class Access:
                              f"Ask the owner to run: anyy pairing approve {inbound.surface} {current.code}",
                              notices)
 
-    def _owner_notices(self, rec: PairingRecord) -> list[Outbound]:
-        section = getattr(self.config, rec.surface, None)
-        owners = [str(u) for u in getattr(section, "allowed_users", [])]
+    def _owners(self, surface: str) -> list[str]:
+        return [str(u) for u in getattr(getattr(self.config, surface, None), "allowed_users", [])]
+
+    def _owner_notices(self, rec: PairingRecord) -> list[Delivery]:
+        owners = self._owners(rec.surface)
         recent = self._notices.setdefault(rec.surface, deque())
         now = time.monotonic()
         while recent and now - recent[0] > 3600:
@@ -165,31 +191,34 @@ class Access:
         buttons = [Button(label="Admit", action="admit", value=rec.code),
                    Button(label="Ignore", action="ignore", value=rec.code)]
         # An owner's direct chat has the owner's id on Telegram and Slack alike.
-        return [Outbound(origin=Origin(surface=rec.surface, chat_id=owner), text=text, buttons=buttons)
-                for owner in owners]
+        return [(Outbound(origin=Origin(surface=rec.surface, chat_id=owner), text=text, buttons=buttons),
+                 _notice_key(rec, owner)) for owner in owners]
 
-    async def decide_pairing(self, surface: str, owner_id: str, code: str, *,
-                             admit: bool) -> tuple[str, Outbound | None]:
-        """An owner's Admit / Ignore press: the answer to show them, and the welcome for the admitted
-        user. Only an owner of the same surface may admit (a guest cannot bring in friends)."""
+    async def decide_pairing(self, surface: str, owner_id: str, code: str, *, admit: bool) -> PairingDecision:
+        """An owner's Admit / Ignore press. Only an owner of the same surface may decide (a guest cannot
+        bring in friends)."""
         if await self.role(surface, owner_id) != "owner":
             log.info("pairing_press_refused surface=%s reason=not_owner", surface)
-            return "Only the owner can admit someone; nothing changed.", None
+            return PairingDecision("Only the owner can admit someone; nothing changed.")
         return await self.settle_pairing(surface, code, admit=admit, by=f"{surface}:{owner_id}")
 
-    async def settle_pairing(self, surface: str, code: str, *, admit: bool, by: str) -> tuple[str, Outbound | None]:
+    async def settle_pairing(self, surface: str, code: str, *, admit: bool, by: str) -> PairingDecision:
         """Admit the stranger behind `code` (as `anyy pairing approve`) or leave them unpaired, for an
-        owner `by` the caller has checked. Returns the answer and, after an admission, the welcome."""
+        owner `by` the caller has checked."""
+        rec = next((p for p in await self.repo.pending() if p.surface == surface and p.code == code.upper()), None)
+        if rec is None or (admit and await self.repo.redeem(surface, code) is None):
+            return PairingDecision("That pairing code has expired or was already used; nothing changed.")
+        label = stranger_label(rec)
+        log.info("pairing_%s surface=%s user=%s by=%s", "admitted" if admit else "ignored", surface, rec.user_id, by)
+        outcome = f"admitted as a guest by {by}" if admit else f"ignored by {by}: they stay unpaired"
+        edits = [(Outbound(origin=Origin(surface=surface, chat_id=owner),
+                           text=f"{label} asked to talk to Anyy on {surface}: {outcome}."), _notice_key(rec, owner))
+                 for owner in self._owners(surface)]
         if not admit:
-            log.info("pairing_ignored surface=%s by=%s", surface, by)
-            return "Ignored: they stay unpaired (their code expires within the hour).", None
-        rec = await self.repo.redeem(surface, code)
-        if rec is None:
-            return "That pairing code has expired or was already used; nothing changed.", None
-        log.info("pairing_admitted surface=%s user=%s by=%s", surface, rec.user_id, by)
+            return PairingDecision("Ignored: they stay unpaired (their code expires within the hour).", edits=edits)
         welcome = Outbound(origin=Origin(surface=surface, chat_id=rec.chat_id),
                            text="You're in: the owner admitted you. Write me anything.")
-        return f"Admitted {stranger_label(rec)}.", welcome
+        return PairingDecision(f"Admitted {label}.", (welcome, f"pairing-welcome:{surface}:{rec.code}"), edits)
 
     # -- revocation -------------------------------------------------------------------------------
 
@@ -216,3 +245,8 @@ def stranger_label(rec: PairingRecord) -> str:
     carry a link or formatting into the owner's chat."""
     name = re.sub(r"[^\w .@'-]", "", rec.user_name or "")[:64].strip()
     return f"{name} (user {rec.user_id})" if name else f"user {rec.user_id}"
+
+
+def _notice_key(rec: PairingRecord, owner: str) -> str:
+    """One outbox row per stranger's code and owner: the notice, and later its rewrite to the outcome."""
+    return f"pairing-notice:{rec.surface}:{rec.code}:{owner}"

@@ -220,10 +220,9 @@ class Gateway:
         if action in ("approve", "deny"):
             return await self.approvals.decide(value, user_key, approve=action == "approve")
         if action in ("admit", "ignore"):
-            answer, welcome = await self.access.decide_pairing(surface, user_id, value, admit=action == "admit")
-            if welcome is not None:
-                await self.outbox.enqueue(welcome, f"pairing-welcome:{surface}:{value}")
-            return answer
+            decision = await self.access.decide_pairing(surface, user_id, value, admit=action == "admit")
+            await decision.deliver(self.outbox)
+            return decision.answer
         if action == "clarify":
             if not await self._asked(session_id_for(origin, user_id if is_group else None), value):
                 log.info("press_refused surface=%s action=clarify reason=not_asked", surface)

@@ -59,6 +59,14 @@ poll_timeout_s = 10
         await tg.wait(welcomed, timeout=SUBPROCESS_S, what="the welcome")
         answered = [c for c in tg.sent("answerCallbackQuery") if "Admitted" in (c.params.get("text") or "")]
         assert answered, tg.sent("answerCallbackQuery")
+
+        def rewritten() -> list[Any]:  # both owners' notices now say what happened, without buttons
+            found = [c for c in tg.sent("editMessageText")
+                     if "admitted as a guest by telegram:1001" in c.params["text"]]
+            return found if len(found) == 2 else []
+
+        edits = await tg.wait(rewritten, timeout=SUBPROCESS_S, what="the notices rewritten")
+        assert all(not buttons(c) for c in edits)
         tg.message("now?", user_id=STRANGER_ID, user_name="Mallory")
         await model.wait_for_requests(1, timeout=SUBPROCESS_S)  # a guest now: their message reaches the model
         assert await anyy.terminate() == 0, anyy.output()
@@ -72,10 +80,16 @@ async def test_ignore_leaves_them_unpaired_and_notices_are_rate_limited(store) -
                for n in range(MAX_NOTICES_PER_HOUR + 2)]
     assert [len(a.notices) for a in answers] == [1] * MAX_NOTICES_PER_HOUR + [0, 0]
     assert all(a.reply and "pairing code" in a.reply for a in answers)  # each stranger still gets a code
-    code = answers[0].notices[0].buttons[1].value
-    said, welcome = await access.decide_pairing("telegram", str(OWNER_ID), code, admit=False)
-    assert "Ignored" in said and welcome is None and await access.role("telegram", "9000") is None
-    said, welcome = await access.decide_pairing("telegram", "9001", code, admit=True)  # not an owner
-    assert "Only the owner" in said and await access.role("telegram", "9000") is None
-    said, welcome = await access.decide_pairing("telegram", str(OWNER_ID), code, admit=True)
-    assert said.startswith("Admitted s0") and welcome is not None and await access.role("telegram", "9000") == "guest"
+    notice, key = answers[0].notices[0]
+    code = notice.buttons[1].value
+    ignored = await access.decide_pairing("telegram", str(OWNER_ID), code, admit=False)
+    assert "Ignored" in ignored.answer and ignored.welcome is None and await access.role("telegram", "9000") is None
+    [(edit, edit_key)] = ignored.edits  # the notice is rewritten in place, without its buttons
+    assert edit_key == key and edit.buttons == [] and "ignored by telegram:1001" in edit.text
+    refused = await access.decide_pairing("telegram", "9001", code, admit=True)  # not an owner
+    assert "Only the owner" in refused.answer and not refused.edits and await access.role("telegram", "9000") is None
+    admitted = await access.decide_pairing("telegram", str(OWNER_ID), code, admit=True)
+    assert admitted.answer.startswith("Admitted s0") and admitted.welcome is not None
+    assert await access.role("telegram", "9000") == "guest"
+    again = await access.decide_pairing("telegram", str(OWNER_ID), code, admit=True)
+    assert "already used" in again.answer and again.welcome is None

@@ -62,11 +62,9 @@ async def pairing(request: web.Request) -> web.Response:
     """Admit or ignore someone asking to pair, as `anyy pairing approve` (the dashboard user is the owner)."""
     gw = gateway_of(request)
     surface, code = request.match_info["surface"], request.match_info["code"]
-    answer, welcome = await gw.access.settle_pairing(surface, code, admit=request.match_info["op"] == "admit",
-                                                     by=ACTOR)
-    if welcome is not None:
-        await gw.outbox.enqueue(welcome, f"pairing-welcome:{surface}:{code}")
-    request[SESSION].flash = answer
+    decision = await gw.access.settle_pairing(surface, code, admit=request.match_info["op"] == "admit", by=ACTOR)
+    await decision.deliver(gw.outbox)
+    request[SESSION].flash = decision.answer
     back = (await request.post()).get("back")
     return see_other(f"{PREFIX}/" if back == "home" else f"{PREFIX}/pairing")  # the page the button was on
 

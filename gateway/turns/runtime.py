@@ -147,8 +147,8 @@ class Runtime:
             answer = await self.access.pairing_reply(inbound)
             if answer.reply:
                 await self.reply(inbound.origin, answer.reply, f"{turn_id}:pairing")
-            for notice in answer.notices:
-                await self.outbox.enqueue(notice, f"{turn_id}:pairing-notice:{notice.origin.chat_id}")
+            for notice, key in answer.notices:
+                await self.outbox.enqueue(notice, key)
             return
         session = await self.sessions.get_or_create(sid, inbound.origin, inbound.user_key)
         too_long = inbound_too_long(inbound.text)
