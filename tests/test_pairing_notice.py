@@ -57,8 +57,10 @@ poll_timeout_s = 10
                     and "the owner admitted you" in c.params["text"]]
 
         await tg.wait(welcomed, timeout=SUBPROCESS_S, what="the welcome")
-        answered = [c for c in tg.sent("answerCallbackQuery") if "Admitted" in (c.params.get("text") or "")]
-        assert answered, tg.sent("answerCallbackQuery")
+        def answered() -> list[Any]:  # the press is answered after the welcome may already be out
+            return [c for c in tg.sent("answerCallbackQuery") if "Admitted" in (c.params.get("text") or "")]
+
+        await tg.wait(answered, timeout=SUBPROCESS_S, what="the press answered 'Admitted'")
 
         def rewritten() -> list[Any]:  # both owners' notices now say what happened, without buttons
             found = [c for c in tg.sent("editMessageText")
