@@ -1,3 +1,5 @@
+import pytest
+
 import asyncio
 
 from store.db import Store
@@ -8,6 +10,8 @@ from store.messages import Messages, fts_quote
 from store.outbox import Outbox
 from store.records import ApprovalRecord, Inbound, MessageRecord, Origin, Outbound, iso, utcnow
 from store.sessions import Sessions
+
+pytestmark = pytest.mark.both_backends
 
 
 async def test_migrations_apply_twice(tmp_path):
