@@ -10,16 +10,7 @@ from store.audit import add_audit
 from store.db import Store
 from store.leases import takeable
 from store.outbox import add_outbound
-from store.records import (
-    ApprovalRecord,
-    ApprovalState,
-    AuditEvent,
-    Outbound,
-    dumps,
-    iso,
-    row_to,
-    utcnow,
-)
+from store.records import ApprovalRecord, ApprovalState, AuditEvent, Outbound, dumps, iso, row_to, utcnow
 from store.sql import lock
 
 _JSON = ("origin", "deciders", "prompt_refs")

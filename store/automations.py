@@ -14,15 +14,7 @@ from sqlite_utils import Database
 from store.audit import add_audit
 from store.db import Store
 from store.leases import lease_until, takeable
-from store.records import (
-    AuditEvent,
-    AutomationRecord,
-    AutomationRun,
-    dumps,
-    iso,
-    row_to,
-    utcnow,
-)
+from store.records import AuditEvent, AutomationRecord, AutomationRun, dumps, iso, row_to, utcnow
 
 _JSON = ("origin", "schedule", "action")
 

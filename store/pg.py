@@ -107,6 +107,14 @@ class PgTable:
             sql += f" LIMIT {int(limit)}"
         return iter(self.db.execute_returning_dicts(sql, where_args))
 
+    @property
+    def rows(self) -> Iterator[dict]:
+        return self.rows_where()
+
+    @property
+    def count(self) -> int:
+        return int(self.db.execute(f"SELECT count(*) FROM {self.name}").fetchone()[0])  # type: ignore[index]
+
     def delete(self, pk_value: Any) -> PgTable:
         self.db.execute(f"DELETE FROM {self.name} WHERE id = ?", [pk_value])
         return self

@@ -121,6 +121,11 @@ CREATE TABLE artifacts (
 CREATE INDEX artifacts_session ON artifacts(session_id, created_at);
 CREATE INDEX artifacts_user ON artifacts(user_key, created_at);
 CREATE INDEX artifacts_retention ON artifacts(pinned, created_at);
+CREATE TABLE tool_journal (
+    session_id TEXT NOT NULL, turn_id TEXT NOT NULL, tool_call_id TEXT NOT NULL, tool TEXT NOT NULL,
+    args_sha256 TEXT NOT NULL, owner TEXT NOT NULL, state TEXT NOT NULL, started_at TEXT NOT NULL,
+    finished_at TEXT, message_id BIGINT, PRIMARY KEY (session_id, turn_id, tool_call_id)
+);
 CREATE TABLE leases (
     name TEXT PRIMARY KEY, owner TEXT NOT NULL, lease_until TEXT NOT NULL
 );

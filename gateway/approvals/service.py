@@ -25,15 +25,7 @@ from gateway.config import Config
 from store.approvals import Approvals
 from store.db import Store
 from store.leases import lease_until
-from store.records import (
-    ApprovalRecord,
-    Button,
-    Outbound,
-    dumps,
-    iso,
-    parse_iso,
-    utcnow,
-)
+from store.records import ApprovalRecord, Button, Outbound, dumps, iso, parse_iso, utcnow
 from toolsets.base import Preview, Tool, ToolContext, ToolError
 
 log = logging.getLogger(__name__)

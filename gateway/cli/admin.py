@@ -113,7 +113,7 @@ def _configured(config: Config, requires: str) -> bool:
 
 
 async def approvals_list(config: Config, args: argparse.Namespace) -> int:
-    async with Store(config.store_path) as store:
+    async with config.new_store() as store:
         recs = await Approvals(store).list(None if args.all else ("pending",))
     if not recs:
         print("No approvals." if args.all else "Nothing is waiting for approval.")
@@ -139,7 +139,7 @@ async def approvals_decide(config: Config, args: argparse.Namespace) -> int:
 
 
 async def audit(config: Config, args: argparse.Namespace) -> int:
-    async with Store(config.store_path) as store:
+    async with config.new_store() as store:
         events = await Audit(store).list(since=args.since, limit=1000)
     for e in events:
         extra = f" {json.dumps(e.detail, ensure_ascii=False)}" if e.detail else ""
@@ -148,7 +148,7 @@ async def audit(config: Config, args: argparse.Namespace) -> int:
 
 
 async def pairing_list(config: Config, args: argparse.Namespace) -> int:
-    async with Store(config.store_path) as store:
+    async with config.new_store() as store:
         repo = AccessRepo(store)
         pending, admitted = await repo.pending(), await repo.admitted()
     print("Pending codes:" if pending else "No pending pairing codes.")
@@ -162,7 +162,7 @@ async def pairing_list(config: Config, args: argparse.Namespace) -> int:
 
 
 async def pairing_approve(config: Config, args: argparse.Namespace) -> int:
-    async with Store(config.store_path) as store:
+    async with config.new_store() as store:
         rec = await AccessRepo(store).redeem(args.surface, args.code)
     if rec is None:
         raise AdminError(f"no pending {args.surface} pairing code {args.code!r} (codes expire after an hour)")
@@ -198,7 +198,7 @@ async def dashboard_url(config: Config, args: argparse.Namespace) -> int:
 
 
 async def automations_list(config: Config, args: argparse.Namespace) -> int:
-    async with Store(config.store_path) as store:
+    async with config.new_store() as store:
         rows = await _automations(store, config).list_all()
     if not rows:
         print("No automations.")
@@ -209,7 +209,7 @@ async def automations_list(config: Config, args: argparse.Namespace) -> int:
 
 
 async def automations_delete(config: Config, args: argparse.Namespace) -> int:
-    async with Store(config.store_path) as store:
+    async with config.new_store() as store:
         try:
             await _automations(store, config).admin_delete(args.id, actor="cli:owner")
         except AutomationError as exc:

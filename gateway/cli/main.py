@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 
 async def run(config: Config, args: argparse.Namespace) -> int:
     """The resident process: every configured surface and the scheduler, until SIGTERM/SIGINT."""
-    lock = ResidentLock(config.store_path, config.data_dir)
+    lock = ResidentLock(config.store_path, config.data_dir, shared=bool(config.store.url))
     lock.acquire()
     # Installed before anything is started or printed: a SIGTERM that arrives while surfaces start
     # (or right after a caller sees the first status line) still shuts down cleanly.
@@ -78,7 +78,7 @@ async def start_dashboard(gw: Gateway) -> Dashboard | None:
 
 async def chat(config: Config, args: argparse.Namespace) -> int:
     """The console chat. Owns the scheduler and recovery when no resident process holds the store."""
-    lock = ResidentLock(config.store_path, config.data_dir)
+    lock = ResidentLock(config.store_path, config.data_dir, shared=bool(config.store.url))
     try:
         lock.acquire()
         resident = True

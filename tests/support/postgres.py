@@ -3,7 +3,8 @@
 `PgCluster.start()` runs initdb and the server as an unprivileged user (as root, `nobody`: PostgreSQL
 refuses to run as root), with `trust` for the superuser `anyy` and a password (SCRAM) for the role
 `pwuser`, so both kinds of `[store] url` are exercised. `database()` copies a template that has the
-schema already, so a fresh database per test costs a file copy, not the migrations.
+schema already (FILE_COPY: a third of the default WAL_LOG copy here), so a fresh database per test
+costs about 0.3 s, not the migrations.
 Also used by bench/ (`python bench/scale.py` starts one).
 """
 
@@ -18,6 +19,7 @@ import tempfile
 import time
 from itertools import count
 from pathlib import Path
+from typing import Any
 
 SUPERUSER = "anyy"
 PW_USER, PW_PASSWORD = "pwuser", "s3cret-pw"
@@ -95,7 +97,7 @@ class PgCluster:
     def database(self, owner: str = SUPERUSER) -> str:
         """A new database holding the migrated schema; returns its name."""
         name = f"t{os.getpid()}_{next(self._names)}"
-        self._sql("postgres", f"CREATE DATABASE {name} TEMPLATE {TEMPLATE} OWNER {owner}")
+        self._sql("postgres", f"CREATE DATABASE {name} TEMPLATE {TEMPLATE} OWNER {owner} STRATEGY FILE_COPY")
         return name
 
     def empty_database(self, owner: str = SUPERUSER) -> str:
@@ -114,3 +116,16 @@ class PgCluster:
         finally:
             while self.data.exists() and time.monotonic() < deadline:
                 shutil.rmtree(self.root, ignore_errors=True)
+
+
+class Backend:
+    """Where a test's store lives: `url` is None for SQLite, else a fresh PostgreSQL database's URL."""
+
+    def __init__(self, name: str, url: str | None = None, cluster: PgCluster | None = None) -> None:
+        self.name = name
+        self.url = url
+        self.cluster = cluster
+
+    def store_section(self, path: str) -> dict[str, Any]:
+        """The `[store]` table of a config on this backend."""
+        return {"path": path, **({"url": self.url} if self.url else {})}
