@@ -157,3 +157,19 @@ async def test_start_up_marks_lost_only_processes_no_live_resident_supervises(pa
                                                  log_path=str(tmp_path / pid), started_at=iso(utcnow())))
     assert [r["id"] for r in await Processes(b).mark_lost()] == ["pb"]  # b restarted; a's stays running
     assert (await Processes(a).get("s", "pa")).state == "running"  # type: ignore[union-attr]
+
+
+async def test_one_slot_claim_and_one_decision_when_two_residents_race(pair):
+    a, b = pair
+    await Automations(a).create(record(), "owner")
+    slot = "2026-12-01T08:00:00.000000+00:00"
+    claims = await asyncio.gather(*(Automations(s).claim_run("a1", slot, next_run_at=None) for s in [a, b, a, b]))
+    assert len([c for c in claims if c is not None]) == 1  # the reminder fires once
+    now = iso(utcnow())
+    rec = ApprovalRecord(id="ap1", session_id="s", origin=ORIGIN, requester="telegram:1", deciders=["telegram:1"],
+                         tool="send", tool_call_id="c1", turn_id="in-1", args_json="{}", args_sha256="x",
+                         execution="confirm", preview="p", state="pending", created_at=now, expires_at=now)
+    await Approvals(a).create(rec, Outbound(origin=ORIGIN, text="approve?"))
+    presses = await asyncio.gather(*(Approvals(s).transition("ap1", ("pending",), "approved", "telegram:1")
+                                     for s in [a, b]))  # the button pressed on both residents at once
+    assert len([p for p in presses if p is not None]) == 1
