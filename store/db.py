@@ -78,7 +78,8 @@ class Store:
             self._executor.shutdown(wait=False)
             self._executor = None
             if isinstance(exc, (sqlite3.Error, OSError)) or type(exc).__module__.startswith("psycopg"):
-                raise StoreError(f"cannot open the store at {self.where}: {redact_url(str(exc))}") from exc
+                why = " ".join(redact_url(str(exc)).split())  # psycopg's messages span lines
+                raise StoreError(f"cannot open the store at {self.where}: {why}") from exc
             raise
         return self
 
