@@ -10,14 +10,21 @@ import json
 import os
 import time
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
+from gateway.automations.scheduler import AutomationService
+from store.db import Store
+from store.outbox import Outbox
+from store.records import Origin, utcnow
 from tests.support.cli import SUBPROCESS_S
 from tests.support.crash import Child, start
 from tests.support.postgres import PgCluster
 from tests.support.telegram_api import OWNER_ID, FakeBot
 from tests.test_telegram_webhook import raw_post
+from toolsets.schedule import Once, Reminder
 
 SECRET = "two-Residents_1"
 TAKEOVER_S = 45  # the contract: a killed resident's turn is finished by another within this
@@ -83,9 +90,8 @@ async def logged(child: Child, text: str, timeout: float = SUBPROCESS_S) -> None
 
 
 @contextlib.asynccontextmanager
-async def residents(tmp_path: Path, model: Any, tg: FakeBot, cluster: PgCluster, sections: list[str],
+async def residents(tmp_path: Path, model: Any, tg: FakeBot, url: str, sections: list[str],
                     pause_at: list[str | None]) -> AsyncIterator[list[Child]]:
-    url = cluster.url(cluster.database())
     children: list[Child] = []
     readers: list[asyncio.Task[None]] = []
     try:
@@ -116,23 +122,40 @@ async def post(port: int, update: dict[str, Any]) -> int:
     return status
 
 
-async def test_two_webhook_residents_answer_every_update_once(tmp_path, model, tg, pg_cluster, unused_tcp_port_factory):
+def database(cluster: PgCluster) -> str:
+    return cluster.url(cluster.database())
+
+
+async def remind_soon(url: str, text: str, after_s: float) -> None:
+    """A reminder row due in `after_s`, written before the residents start (both schedule it)."""
+    async with Store("unused.db", url=url) as store:
+        await AutomationService(store, ZoneInfo("UTC"), Outbox(store).enqueue).create(
+            f"telegram:{OWNER_ID}", Origin(surface="telegram", chat_id=str(OWNER_ID)), "soon",
+            Once(type="once", at=utcnow() + timedelta(seconds=after_s)), Reminder(kind="reminder", text=text))
+
+
+async def test_two_webhook_residents_answer_every_update_once_and_fire_a_reminder_once(
+        tmp_path, model, tg, pg_cluster, unused_tcp_port_factory):
     ports = [unused_tcp_port_factory(), unused_tcp_port_factory()]
-    async with residents(tmp_path, model, tg, pg_cluster, [webhook(p) for p in ports], [None, None]) as children:
+    url = database(pg_cluster)
+    await remind_soon(url, "stretch now", after_s=12)
+    async with residents(tmp_path, model, tg, url, [webhook(p) for p in ports], [None, None]) as children:
         updates = [tg.message(f"message {i}", inject=False) for i in range(40)]
         sends = [post(ports[i % 2], u) for i, u in enumerate(updates)]
         sends += [post(ports[(i + 1) % 2], u) for i, u in enumerate(updates) if i % 4 == 0]  # redelivered elsewhere
         assert set(await asyncio.gather(*sends)) == {200}
-        await tg.wait_calls("sendMessage", count=40, timeout=120)
+        await tg.wait_calls("sendMessage", count=41, timeout=120)
         for child in children:
             assert await child.terminate() == 0  # a graceful stop flushes anything still pending
-    assert collections.Counter(texts(tg)) == collections.Counter(f"echo: message {i}" for i in range(40))
+    replies = [t for t in texts(tg) if "stretch now" not in t]
+    assert collections.Counter(replies) == collections.Counter(f"echo: message {i}" for i in range(40))
+    assert len([t for t in texts(tg) if "stretch now" in t]) == 1
 
 
 async def test_a_resident_killed_mid_turn_is_finished_by_the_other(tmp_path, model, tg, pg_cluster,
                                                                    unused_tcp_port_factory):
     ports = [unused_tcp_port_factory(), unused_tcp_port_factory()]
-    async with residents(tmp_path, model, tg, pg_cluster, [webhook(p) for p in ports],
+    async with residents(tmp_path, model, tg, database(pg_cluster), [webhook(p) for p in ports],
                          ["model.before_call", None]) as (first, _second):
         assert await post(ports[0], tg.message("finish me")) == 200
         await logged(first, "anyy: paused at model.before_call")
@@ -146,7 +169,7 @@ async def test_a_resident_killed_mid_turn_is_finished_by_the_other(tmp_path, mod
 
 async def test_only_one_polling_resident_polls_and_the_other_takes_over_when_it_dies(
         tmp_path, model, tg, pg_cluster):
-    async with residents(tmp_path, model, tg, pg_cluster, ["", ""], [None, None]) as children:
+    async with residents(tmp_path, model, tg, database(pg_cluster), ["", ""], [None, None]) as children:
         await tg.wait_calls("getUpdates")
 
         def holders() -> list[int]:
