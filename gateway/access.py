@@ -4,8 +4,8 @@ Owners are the users a surface's config lists (`allowed_users`, `approvers`, `[a
 and whoever holds the terminal (`anyy chat`, the admin CLI). Guests are users admitted by pairing
 (`anyy pairing approve SURFACE CODE`): they have their own sessions, memory, tasks and reminders, and only
 the toolsets `[access] guest_toolsets` lists (or that declare `guests=True`), never the connector
-toolsets that act through the owner's accounts or machine. Anyone else gets a pairing code and nothing
-else. Every entry point asks this module: a message (runtime), a button press (app.press), an
+toolsets that act through the owner's accounts or machine, and never one that declares `owners_only`
+(the browser) whatever the list says. Anyone else gets a pairing code and nothing else. Every entry point asks this module: a message (runtime), a button press (app.press), an
 automation run (scheduler), a decision (approvals.decide), a surface about to download attachments.
 """
 
@@ -77,13 +77,15 @@ class Access:
     def guest_may_use(self, toolset: str) -> bool:
         """Whether a guest's turn may use the named toolset."""
         ts = self._toolsets.get(toolset)
+        if ts is not None and ts.owners_only:
+            return False
         return toolset in self.config.access.guest_toolsets or (ts is not None and ts.guests)
 
     def toolsets_for(self, role: Role | None, toolsets: Sequence[Toolset]) -> list[Toolset]:
         """The toolsets a turn of this role may be offered (a stranger's turn never gets this far)."""
         if role == "owner":
             return list(toolsets)
-        return [ts for ts in toolsets if ts.guests or self.guest_may_use(ts.name)]
+        return [ts for ts in toolsets if not ts.owners_only and (ts.guests or self.guest_may_use(ts.name))]
 
     # -- deciding ---------------------------------------------------------------------------------
 

@@ -1,4 +1,5 @@
-"""Token usage, summed from the usage every model call stored on its row (replies and compaction summaries)."""
+"""Token usage, summed from the usage every model call stored on its row (replies and compaction summaries),
+and the paid tool calls (image generation), counted from their audit events."""
 
 from __future__ import annotations
 
@@ -51,3 +52,12 @@ class UsageRepo:
             return [UsageTotal(**row) for row in db.execute_returning_dicts(sql, args)]
 
         return await self.store.run(op)
+
+    async def tool_runs(self, tool: str, *, since: str, user_key: str | None = None) -> int:
+        """How many audited runs of `tool` succeeded at or after `since` (ISO time), optionally for one user."""
+        where, args = ["tool = ?", "action = 'tool.run'", "at >= ?"], [tool, since]
+        if user_key is not None:
+            where.append("actor = ?")
+            args.append(user_key)
+        sql = f"SELECT count(*) FROM audit WHERE {' AND '.join(where)}"
+        return await self.store.run(lambda db: int(db.execute(sql, args).fetchone()[0]))

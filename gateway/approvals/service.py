@@ -182,6 +182,7 @@ class ApprovalService:
             return
         await checkpoints.reached("approval.claimed")
         state, result = await self._run(rec)
+        await checkpoints.reached("approval.ran")
         done = await self.repo.transition(approval_id, ("executing",), state, "anyy", result=result)
         log.info("approval_executed id=%s tool=%s state=%s", approval_id, rec.tool, state)
         if done is not None:

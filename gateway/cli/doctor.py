@@ -12,7 +12,7 @@ from gateway.config import Config, secret
 from gateway.llm import make_client
 from gateway.llm.types import ChatMessage, ModelUnavailable
 from gateway.redaction import configured_secrets, redact
-from gateway.services.factory import connector_checks
+from gateway.services.factory import computer_use_check, connector_checks
 from gateway.surfaces import build_surfaces
 from store.db import StoreError
 from store.records import iso
@@ -31,6 +31,7 @@ async def doctor(config: Config, args: argparse.Namespace) -> int:
     if not surfaces and not problems:
         results.append((WARN, "surfaces", "none configured: only `anyy chat` (the terminal) can reach you"))
     results += await connector_checks(config)
+    results += await computer_use_check(config.computer_use)
     results += await doctor_checks(config)
     secrets = configured_secrets(config)
     results += _media(config)

@@ -17,7 +17,10 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 from gateway.config.base import Section
 from gateway.config.capabilities import (
     ArtifactsConfig,
+    BrowserConfig,
+    ComputerUseConfig,
     DashboardConfig,
+    ImagesConfig,
     McpConfig,
     McpServerConfig,
     SkillsConfig,
@@ -31,11 +34,12 @@ from gateway.config.capabilities import (
 
 # Callers import every section from here, wherever it is defined.
 __all__ = [
-    "AccessConfig", "ApprovalsConfig", "ArtifactsConfig", "CalendarConfig", "Config", "ConfigError", "ConsoleConfig",
-    "DashboardConfig", "EmailConfig", "GovernanceConfig", "McpConfig", "McpServerConfig", "ModelConfig",
-    "RuntimeConfig", "SkillsConfig", "SlackConfig", "SpeechConfig", "StoreConfig", "SubagentsConfig",
-    "TelegramConfig", "TerminalConfig", "ToolOverride", "TtsConfig", "WebConfig", "WorkspaceConfig", "config_path",
-    "data_dir", "load_config", "parse_config", "secret",
+    "AccessConfig", "ApprovalsConfig", "ArtifactsConfig", "BrowserConfig", "CalendarConfig", "ComputerUseConfig",
+    "Config", "ConfigError", "ConsoleConfig", "DashboardConfig", "EmailConfig", "GovernanceConfig", "ImagesConfig",
+    "McpConfig",
+    "McpServerConfig", "ModelConfig", "RuntimeConfig", "SkillsConfig", "SlackConfig", "SpeechConfig", "StoreConfig",
+    "SubagentsConfig", "TelegramConfig", "TerminalConfig", "ToolOverride", "TtsConfig", "WebConfig", "WorkspaceConfig",
+    "config_path", "data_dir", "load_config", "parse_config", "secret",
 ]
 
 
@@ -195,11 +199,14 @@ class Config(Section):
     speech: SpeechConfig = Field(default_factory=SpeechConfig)
     tts: TtsConfig = Field(default_factory=TtsConfig)
     artifacts: ArtifactsConfig = Field(default_factory=ArtifactsConfig)
+    computer_use: ComputerUseConfig = Field(default_factory=ComputerUseConfig)
     telegram: TelegramConfig | None = None
     slack: SlackConfig | None = None
     email: EmailConfig | None = None
     calendar: CalendarConfig | None = None
     web: WebConfig = Field(default_factory=WebConfig)
+    browser: BrowserConfig = Field(default_factory=BrowserConfig)
+    images: ImagesConfig = Field(default_factory=ImagesConfig)
     mcp: McpConfig = Field(default_factory=McpConfig)
 
     source: str = Field("(defaults)", exclude=True)

@@ -12,8 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from connectors.browser import Browser, BrowserSettings, find_executable
 from connectors.calendar import CalendarClient, CalendarNotFound, CalendarSettings
+from connectors.desktop import Desktop, DesktopError, DesktopSettings
 from connectors.email import EmailClient, EmailSettings
+from connectors.imagegen import ImageGenerator
 from connectors.processes import Settings
 from connectors.shellrules import Rule
 from connectors.skills import SkillLibrary
@@ -21,10 +24,12 @@ from connectors.speech import EspeakEngine, OpenAISpeechEngine, SpeechEngine, Tr
 from connectors.web import Guard, HostRules, SearchError, WebFetcher, search_backend
 from connectors.workspace import Workspace
 from gateway.automations.scheduler import AutomationService, MayRun, RunPrompt
-from gateway.config import CalendarConfig, Config, EmailConfig, WebConfig, secret
+from gateway.config import CalendarConfig, ComputerUseConfig, Config, EmailConfig, WebConfig, secret
 from gateway.services.subagents import Enqueue, SubagentService, TurnRunner
 from store.artifacts import Artifacts
 from store.db import Store
+from toolsets.browser import BrowserPolicy
+from toolsets.computer_use import ComputerUse
 from toolsets.jobs import Terminal
 from toolsets.memory import MemoryLimits
 
@@ -82,6 +87,32 @@ def web_services(cfg: WebConfig) -> dict[str, Any]:
     if backend is not None:
         out["web_search"] = backend
     return out
+
+
+def browser_services(config: Config) -> dict[str, Any]:
+    """The browser ("browser", with its "browser_policy") when [browser] enabled and a Chromium is found.
+    Building it starts nothing: the browser process starts on first use."""
+    cfg = config.browser
+    if not cfg.enabled:
+        return {}
+    executable = find_executable(cfg.executable)
+    if executable is None:
+        log.warning("browser_unavailable reason=no_executable configured=%s", cfg.executable or "-")
+        return {}
+    guard = Guard(HostRules(cfg.allowed_hosts, cfg.denied_hosts), allow_private=cfg.allow_private_urls)
+    settings = BrowserSettings(executable=executable, profiles=config.data_dir / "browser", headless=cfg.headless,
+                               timeout_s=cfg.timeout_s, idle_s=cfg.idle_minutes * 60)
+    return {"browser": Browser(guard, settings), "browser_policy": BrowserPolicy(tuple(cfg.trusted_hosts))}
+
+
+def image_services(config: Config, fetcher: WebFetcher) -> dict[str, Any]:
+    """The image generator ("images") when [images] url is set; a provider's image URL on another host
+    is fetched through `fetcher`, the web toolset's guarded fetcher."""
+    cfg = config.images
+    if not cfg.url:
+        return {}
+    return {"images": ImageGenerator(cfg.url, cfg.model, secret(cfg.api_key_env), size=cfg.size, fetcher=fetcher,
+                                     timeout_s=cfg.timeout_s, max_bytes=int(cfg.max_mb * 1024 * 1024))}
 
 
 def connectors(config: Config) -> dict[str, Any]:
@@ -170,9 +201,10 @@ class GatewayPorts:
 async def build_services(config: Config, store: Store, ports: GatewayPorts) -> dict[str, Any]:
     """Every service by the name tools ask for; connectors only when configured."""
     services: dict[str, Any] = {"surfaces": ports.surfaces, **connectors(config), **web_services(config.web),
-                                **media_services(config, store),
+                                **media_services(config, store), **browser_services(config),
                                 "memory": MemoryLimits(max_chars=config.runtime.memory_max_chars),
                                 "workspace": workspace(config)}
+    services |= image_services(config, services["web"])
     services["automations"] = AutomationService(store, config.tz, ports.enqueue, ports.run_prompt,
                                                 may_run=ports.may_run)
     services["skills"] = SkillLibrary(config.data_dir / "skills", [Path(r).expanduser() for r in config.skills.roots])
@@ -182,7 +214,57 @@ async def build_services(config: Config, store: Store, ports: GatewayPorts) -> d
         if ports.resident:
             await term.recover()
         services["terminal"] = term
+    if config.computer_use.enabled:  # an `anyy chat` beside `anyy run` uses the resident's display
+        screen = await computer_use(config.computer_use, start_xvfb=ports.resident)
+        if screen is not None:
+            services["computer_use"] = screen
     return services
+
+
+def desktop(cfg: ComputerUseConfig) -> Desktop:
+    return Desktop(DesktopSettings(display=cfg.display, xvfb=cfg.xvfb, width=cfg.width, height=cfg.height))
+
+
+async def computer_use(cfg: ComputerUseConfig, start_xvfb: bool) -> ComputerUse | None:
+    """The computer_use service, its display up (Xvfb started when configured); None when the display
+    cannot be had (logged; the toolset is then absent and `anyy doctor` says why)."""
+    driver = desktop(cfg)
+    try:
+        width, height = await driver.start(start_xvfb=start_xvfb)
+    except DesktopError as exc:
+        log.warning("computer_use_unavailable display=%s error=%s", cfg.display, exc)
+        return None
+    log.info("computer_use_ready display=%s size=%dx%d own_display=%s", cfg.display, width, height,
+             driver.owns_display)
+    return ComputerUse(driver, cfg.stale_after_s)
+
+
+async def computer_use_check(cfg: ComputerUseConfig) -> list[tuple[str, str, str]]:
+    """`anyy doctor`'s computer-use line: the programs it needs, and a screenshot of the display (from a
+    short-lived Xvfb when Anyy starts its own)."""
+    if not cfg.enabled:
+        return []
+    driver = desktop(cfg)
+    try:
+        try:
+            width, height = await driver.start(start_xvfb=False)
+            running = True
+        except DesktopError:
+            if not cfg.xvfb:
+                raise
+            width, height = await driver.start()
+            running = False
+        shot = await driver.screenshot(width, height)
+    except DesktopError as exc:
+        return [("✗", "computer_use", f"{exc}" + ("" if cfg.xvfb else " ([computer_use] xvfb = false: start "
+                                                  "that display first, or set xvfb = true)"))]
+    finally:
+        await driver.aclose()
+    detail = f"display {cfg.display} {width}x{height}, input with xdotool, screenshots work ({len(shot.png)} bytes)"
+    if cfg.xvfb and running:
+        return [("!", "computer_use", f"{detail}; but it is already running, so Anyy cannot start its own Xvfb "
+                                      "there (fine if it is a running `anyy run`'s; else choose another display)")]
+    return [("✓", "computer_use", detail + (f"; Xvfb starts at {cfg.width}x{cfg.height}" if cfg.xvfb else ""))]
 
 
 async def connector_checks(config: Config) -> list[tuple[str, str, str]]:
@@ -209,7 +291,22 @@ async def connector_checks(config: Config) -> list[tuple[str, str, str]]:
         finally:
             await client.aclose()
     lines.append(await web_check(config.web))
+    if config.browser.enabled:
+        lines.append(browser_check(config))
     return lines
+
+
+def browser_check(config: Config) -> tuple[str, str, str]:
+    """`anyy doctor`'s browser line: which Chromium will be driven (nothing is started)."""
+    found = find_executable(config.browser.executable)
+    if found is None:
+        wanted = config.browser.executable or "chromium, chromium-browser or google-chrome on PATH"
+        return ("✗", "browser", f"no browser found ({wanted}); apt-get install chromium, or set [browser] "
+                                "executable (docs/browser.md)")
+    reach = "private network allowed" if config.browser.allow_private_urls else "public web only"
+    return ("✓", "browser", f"{found}; {reach}; actions held for approval"
+            + (f" except on {len(config.browser.trusted_hosts)} trusted host pattern(s)"
+               if config.browser.trusted_hosts else ""))
 
 
 async def web_check(cfg: WebConfig) -> tuple[str, str, str]:
