@@ -105,7 +105,8 @@ class Surface(abc.ABC):
         return None
 
     def status(self) -> str:
-        """One word for `messaging_status`: "up", "down", "starting"."""
+        """One word for `messaging_status`: "up", "down", "starting", "standby" (sending, while another
+        resident sharing the store pulls its updates)."""
         return "up"
 
     @contextlib.asynccontextmanager

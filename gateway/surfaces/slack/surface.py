@@ -142,6 +142,8 @@ class SlackSurface(Surface):
         log.info("slack_stopped")
 
     def status(self) -> str:
+        if self._state == "up" and self.pulls and self._socket is None:
+            return "standby"  # sending; another resident sharing the store holds Socket Mode
         if self._state == "up" and self._socket is not None and not self._socket.connected:
             return "down"
         return self._state

@@ -177,7 +177,10 @@ class TelegramSurface(Surface):
         if app is None:
             return "down"
         polling = app.updater is not None and app.updater.running
-        return "up" if polling or (self._webhook is not None and self._webhook.running) else "down"
+        if polling or (self._webhook is not None and self._webhook.running):
+            return "up"
+        # Sending works; another resident sharing the store polls (gateway/surfaces/pull_lease.py).
+        return "standby" if self.pulls and not self.pull_on_start and app.running else "down"
 
     # -- receiving ----------------------------------------------------------------------------------
 
