@@ -19,6 +19,7 @@ from gateway.automations.scheduler import AutomationService
 from store.db import Store
 from store.outbox import Outbox
 from store.records import Origin, utcnow
+from tests.fixtures.model import reply, tool_call
 from tests.support.cli import SUBPROCESS_S
 from tests.support.crash import Child, start
 from tests.support.postgres import PgCluster
@@ -35,7 +36,7 @@ def texts(tg: FakeBot) -> list[str]:
         return [m["text"] for (c, _), m in sorted(tg.messages.items()) if c == OWNER_ID and m["from"]["id"] == tg.id]
 
 
-def write_config(path: Path, model: Any, tg: FakeBot, url: str, telegram: str) -> str:
+def write_config(path: Path, model: Any, tg: FakeBot, url: str, telegram: str, extra: str = "") -> str:
     path.mkdir(parents=True, exist_ok=True)
     (path / "config.toml").write_text(f"""
 [model]
@@ -60,6 +61,8 @@ base_file_url = "{tg.base_file_url}"
 allowed_users = [{OWNER_ID}]
 poll_timeout_s = 2
 {telegram}
+
+{extra}
 """, encoding="utf-8")
     return str(path / "config.toml")
 
@@ -91,12 +94,12 @@ async def logged(child: Child, text: str, timeout: float = SUBPROCESS_S) -> None
 
 @contextlib.asynccontextmanager
 async def residents(tmp_path: Path, model: Any, tg: FakeBot, url: str, sections: list[str],
-                    pause_at: list[str | None]) -> AsyncIterator[list[Child]]:
+                    pause_at: list[str | None], extra: str = "") -> AsyncIterator[list[Child]]:
     children: list[Child] = []
     readers: list[asyncio.Task[None]] = []
     try:
         for i, section in enumerate(sections):
-            cfg = write_config(tmp_path / f"r{i}", model, tg, url, section)
+            cfg = write_config(tmp_path / f"r{i}", model, tg, url, section, extra)
             env = {**os.environ, "ANYY_HOME": str(tmp_path / f"r{i}" / "home"), "TELEGRAM_BOT_TOKEN": tg.token,
                    "ANYY_TEST_TG_SECRET": SECRET, "OPENAI_API_KEY": "k",
                    "ANYY_TOOL_RESULTS_DIR": str(tmp_path / f"r{i}" / "results")}
@@ -190,3 +193,30 @@ async def test_only_one_polling_resident_polls_and_the_other_takes_over_when_it_
         await tg.wait_calls("sendMessage", count=2, timeout=SUBPROCESS_S)
     assert texts(tg) == ["echo: one", "echo: two"]
 
+
+async def test_an_approval_pressed_on_both_residents_at_once_applies_once(
+        tmp_path, model, tg, pg_cluster, unused_tcp_port_factory, email_section, smtp_recorder):
+    ports = [unused_tcp_port_factory(), unused_tcp_port_factory()]
+    email = "[email]\n" + "\n".join(f"{k} = {json.dumps(v)}" for k, v in email_section.items())
+    model.script(tool_call("email_send", {"to": ["anna@example.net"], "subject": "Lunch", "body": "At 12"}),
+                 reply("Asked for approval."), reply("Sent."))
+    async with residents(tmp_path, model, tg, database(pg_cluster), [webhook(p) for p in ports], [None, None],
+                         extra=email):
+        assert await post(ports[0], tg.message("send an email to anna: lunch is at 12")) == 200
+
+        def prompt() -> tuple[int, str] | None:
+            with tg.lock:
+                for (_, message_id), m in tg.messages.items():
+                    for row in m.get("reply_markup", {}).get("inline_keyboard", []):
+                        for key in row:
+                            if key["text"].startswith("Approve"):
+                                return message_id, key["callback_data"]
+            return None
+
+        message_id, data = await tg.wait(prompt, timeout=SUBPROCESS_S, what="the approval prompt")
+        first, second = tg.press(message_id, data), tg.press(message_id, data)  # a double tap
+        statuses = await asyncio.gather(post(ports[1], first), post(ports[0], second), post(ports[0], first))
+        assert set(statuses) == {200}
+        assert await asyncio.to_thread(smtp_recorder.data_arrived.wait, SUBPROCESS_S)
+        await tg.wait(lambda: "Sent." in texts(tg) or None, timeout=SUBPROCESS_S, what="the follow-up")
+    assert len(smtp_recorder.received) == 1
