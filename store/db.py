@@ -71,6 +71,10 @@ class Store:
 
     async def open(self) -> "Store":
         """Open (creating if needed) the database and apply pending migrations."""
+        try:  # the SQLite file's folder; a PostgreSQL store's files (artifacts) live there too
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot create the directory {self.path.parent}: {exc.strerror}") from None
         self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="anyy-store")
         try:
             await self.run_raw(self._connect_pg if self.shared else self._connect)
@@ -84,7 +88,6 @@ class Store:
         return self
 
     def _connect(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")

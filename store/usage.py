@@ -25,11 +25,14 @@ class UsageRepo:
     def __init__(self, store: Store) -> None:
         self.store = store
 
-    async def totals(self, *, since: str, user_key: str | None = None,
+    async def totals(self, *, since: str, until: str | None = None, user_key: str | None = None,
                      session_id: str | None = None) -> list[UsageTotal]:
-        """Totals per (model, session kind) of calls made at or after `since` (ISO time), optionally for
-        one user or one session."""
+        """Totals per (model, session kind) of calls made at or after `since` and before `until` (ISO
+        times), optionally for one user or one session."""
         where, args = ["m.role IN ('assistant', 'summary')", "m.meta IS NOT NULL", "m.created_at >= ?"], [since]
+        if until is not None:
+            where.append("m.created_at < ?")
+            args.append(until)
         if user_key is not None:
             where.append("m.user_key = ?")
             args.append(user_key)

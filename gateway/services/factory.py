@@ -6,6 +6,7 @@ appear for the model (toolsets name the service they require).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ from connectors.processes import Settings
 from connectors.shellrules import Rule
 from connectors.skills import SkillLibrary
 from connectors.speech import EspeakEngine, OpenAISpeechEngine, SpeechEngine, Transcriber
-from connectors.web import Guard, HostRules, SearchError, WebFetcher, search_backend
+from connectors.web import Guard, HostRules, SearchError, WebFetcher, extractor_problem, search_backend
 from connectors.workspace import Workspace
 from gateway.automations.scheduler import AutomationService, MayRun, RunPrompt
 from gateway.config import CalendarConfig, ComputerUseConfig, Config, EmailConfig, WebConfig, secret
@@ -150,6 +151,21 @@ class VisionLimits:
     max_bytes: int
 
 
+def skill_library(config: Config) -> SkillLibrary:
+    """The managed skills root in the data directory, then `[skills] roots` (read-only)."""
+    return SkillLibrary(config.data_dir / "skills", [Path(r).expanduser() for r in config.skills.roots])
+
+
+async def skills_check(config: Config) -> list[tuple[str, str, str]]:
+    """`anyy doctor`'s skills lines: how many load, and each SKILL.md that does not, by path."""
+    library = skill_library(config)
+    skills = await asyncio.to_thread(library.skills)
+    lines = [("✗", "skills", problem) for problem in library.problems]
+    if skills or not lines:
+        lines.insert(0, ("✓", "skills", f"{len(skills)} skill(s): {', '.join(sorted(skills)) or 'none yet'}"))
+    return lines
+
+
 def speech_engine(config: Config) -> SpeechEngine | None:
     """The configured text-to-speech engine, or None (then the tts toolset is absent)."""
     cfg = config.tts
@@ -207,7 +223,7 @@ async def build_services(config: Config, store: Store, ports: GatewayPorts) -> d
     services |= image_services(config, services["web"])
     services["automations"] = AutomationService(store, config.tz, ports.enqueue, ports.run_prompt,
                                                 may_run=ports.may_run)
-    services["skills"] = SkillLibrary(config.data_dir / "skills", [Path(r).expanduser() for r in config.skills.roots])
+    services["skills"] = skill_library(config)
     services["subagents"] = SubagentService(store, config.subagents, ports.enqueue, ports.turns)
     if config.terminal.enabled:
         term = terminal(config, store)
@@ -293,6 +309,7 @@ async def connector_checks(config: Config) -> list[tuple[str, str, str]]:
     lines.append(await web_check(config.web))
     if config.browser.enabled:
         lines.append(browser_check(config))
+    lines += await skills_check(config)
     return lines
 
 
@@ -314,6 +331,9 @@ async def web_check(cfg: WebConfig) -> tuple[str, str, str]:
     reach = "private network allowed" if cfg.allow_private_urls else "public web only"
     if cfg.allowed_hosts:
         reach += f", only {len(cfg.allowed_hosts)} allowed host pattern(s)"
+    # web_fetch's extractor is imported on the first page; a broken install should show here, not then.
+    if problem := await asyncio.to_thread(extractor_problem):
+        return ("✗", "web", f"web_fetch cannot read HTML pages: {problem}")
     services = web_services(cfg)
     try:
         backend = services.get("web_search")
