@@ -123,6 +123,10 @@ class Store:
 
         def call() -> T:
             assert self._db is not None
+            if self.shared and self._db.conn.closed:
+                # The server restarted or the network dropped: the call that saw it failed (whether
+                # its transaction committed is the caller's to find out); this one gets a new connection.
+                self._connect_pg()
             return fn(self._db)
 
         return await self.run_raw(call)

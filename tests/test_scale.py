@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
+import psycopg
 import pytest
 
 from gateway.config import parse_config
@@ -173,3 +174,12 @@ async def test_one_slot_claim_and_one_decision_when_two_residents_race(pair):
     presses = await asyncio.gather(*(Approvals(s).transition("ap1", ("pending",), "approved", "telegram:1")
                                      for s in [a, b]))  # the button pressed on both residents at once
     assert len([p for p in presses if p is not None]) == 1
+
+
+async def test_a_dropped_database_connection_fails_one_call_and_the_next_reconnects(pair):
+    a, b = pair
+    pid = await a.run(lambda db: db.execute("SELECT pg_backend_pid()").fetchone()[0])
+    await b.run(lambda db: db.execute("SELECT pg_terminate_backend(?)", [pid]))  # what a server restart does
+    with pytest.raises(psycopg.OperationalError):
+        await a.run(lambda db: db.execute("SELECT 1").fetchone())
+    assert await a.run(lambda db: db.execute("SELECT 1").fetchone()[0]) == 1
