@@ -11,7 +11,9 @@ settled (the inbound marked done, the delivery recorded). A quarter of the turns
 a tool (task_create then a reply), the rest are plain replies. Replies are not streamed unless `--stream`
 is given (then the console prints each reply as it arrives, through the live-reply path).
 
-    .venv/bin/python bench/turn_overhead.py [--turns 400] [--stream]
+    .venv/bin/python bench/turn_overhead.py [--turns 400] [--stream] [--store-url postgresql://...]
+
+bench/scale.py runs it on SQLite and on a private PostgreSQL cluster in one run.
 """
 
 from __future__ import annotations
@@ -57,14 +59,15 @@ def pct(values: list[float], p: float) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[int(p) - 1]
 
 
-async def main(turns: int, stream: bool) -> None:
+async def main(turns: int, stream: bool, store_url: str | None = None) -> dict[str, float]:
     fake = await asyncio.create_subprocess_exec(sys.executable, str(ROOT / "bench" / "fake_model_server.py"),
                                                 stdout=asyncio.subprocess.PIPE)
     assert fake.stdout is not None
     url = (await fake.stdout.readline()).decode().strip()
     with tempfile.TemporaryDirectory() as tmp:
         cfg = parse_config({"model": {"base_url": url, "model": "bench"}, "runtime": {"stream": stream},
-                            "store": {"path": f"{tmp}/anyy.db"}}, "bench")
+                            "store": {"path": f"{tmp}/anyy.db", **({"url": store_url} if store_url else {})}},
+                           "bench")
         model = TimedModel(make_client(cfg.model, "k"))
         console = ConsoleSurface(out=io.StringIO())
         delivered: list[float] = []
@@ -97,7 +100,7 @@ async def main(turns: int, stream: bool) -> None:
     fake.terminate()
     await fake.wait()
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"turns={turns} (1 in 4 with a tool call), streamed={stream}")
+    print(f"turns={turns} (1 in 4 with a tool call), streamed={stream}, store={'postgresql' if store_url else 'sqlite'}")
     print(f"gateway overhead until the reply is on screen: p50={statistics.median(visible):.2f} ms "
           f"p99={pct(visible, 99):.2f} ms")
     print(f"gateway overhead until everything settled: p50={statistics.median(overhead):.2f} ms "
@@ -105,11 +108,15 @@ async def main(turns: int, stream: bool) -> None:
     print(f"of which tool turns, until everything settled: p50={statistics.median(tool_turns):.2f} ms")
     print(f"turn wall time incl. local model HTTP: p50={statistics.median(totals):.2f} ms p99={pct(totals, 99):.2f} ms")
     print(f"peak RSS: {rss_mb:.0f} MB")
+    return {"visible_p50": statistics.median(visible), "visible_p99": pct(visible, 99),
+            "settled_p50": statistics.median(overhead), "settled_p99": pct(overhead, 99),
+            "tool_p50": statistics.median(tool_turns)}
 
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--turns", type=int, default=400)
     ap.add_argument("--stream", action="store_true", help="stream replies (the default config does)")
+    ap.add_argument("--store-url", help="a PostgreSQL database instead of the SQLite file")
     args = ap.parse_args()
-    asyncio.run(main(args.turns, args.stream))
+    asyncio.run(main(args.turns, args.stream, args.store_url))

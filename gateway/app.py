@@ -24,6 +24,7 @@ from gateway.outbox import OutboxService
 from gateway.services.factory import GatewayPorts, SurfaceStatus, build_services
 from gateway.services.media import run_retention, sweep_expired
 from gateway.surfaces.base import Surface
+from gateway.surfaces.pull_lease import PullLease
 from gateway.turns.commands import Commands
 from gateway.turns.runtime import Runtime
 from gateway.turns.tool_call import ToolCaller
@@ -60,7 +61,8 @@ class Gateway:
     """Implements the surfaces' `GatewayPort` (receive, press)."""
 
     def __init__(self, config: Config, *, surfaces: list[Surface] | None = None, model: ModelClient | None = _DEFAULT,
-                 resident: bool = True, toolsets: list[Toolset] | None = None) -> None:
+                 resident: bool = True, toolsets: list[Toolset] | None = None,
+                 store_owner: str | None = None) -> None:
         self.config = config
         # MCP toolsets are built from the configured servers; their tools fill in once each server lists them.
         self.mcp: McpTools | None = None
@@ -74,11 +76,12 @@ class Gateway:
         self.surfaces = surfaces or []
         self.resident = resident
         self.model = self._default_model() if model is _DEFAULT else model
-        self.store = Store(config.store_path)
+        self.store: Store = config.new_store(store_owner)
         self.outbox = OutboxService(self.store)
         self.services: dict[str, Any] = {}
         self.started: dict[str, str] = {}  # surface name -> "up" | "down: <why>"
         self._background: list[asyncio.Task[None]] = []
+        self._pull_leases: list[PullLease] = []
         self._stopped = False
         self._recent_choices: dict[str, float] = {}  # clarify presses, for the double-tap debounce
 
@@ -133,8 +136,15 @@ class Gateway:
         self.tools.update({t.name: t for ts in self.toolsets for t in ts.tools})
 
     async def _start_surface(self, surface: Surface) -> None:
+        # Residents sharing a store pull a platform one at a time: this one only while it holds the lease.
+        lease = PullLease(self.store, surface) if self.store.shared and surface.pulls else None
         try:
+            if lease is not None:
+                surface.pull_on_start = False
             await surface.start(self)
+            if lease is not None:
+                self._pull_leases.append(lease)
+                await lease.start()
             self.started[surface.name] = "up"
             log.info("surface_started surface=%s", surface.name)
         except Exception as exc:  # one broken surface must not take the others down
@@ -155,6 +165,8 @@ class Gateway:
         except asyncio.TimeoutError:
             log.warning("shutdown_with_turns_running")  # their inbounds stay pending and re-run at start
         await self.outbox.stop()  # flush while the surfaces can still deliver
+        for lease in self._pull_leases:  # handed back first: another resident starts pulling at once
+            await lease.release()
         for surface in self.surfaces:
             try:
                 await surface.stop()
@@ -177,9 +189,11 @@ class Gateway:
         while True:
             await asyncio.sleep(leases.LEASE_S / 3)
             try:
-                await self.store.run(leases.renew)
+                await self.store.renew()
                 renewals += 1
-                if self.resident and self.runtime.accepting and renewals % 3 == 0:
+                # Residents sharing a store look every renewal, so a killed one's turn resumes well
+                # within LEASE_S + LEASE_S / 3 (docs/scale.md); alone, every third is plenty.
+                if self.resident and self.runtime.accepting and (self.store.shared or renewals % 3 == 0):
                     await self.approvals.recover()
                     await self.runtime.recover()
             except Exception:

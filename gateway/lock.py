@@ -17,8 +17,11 @@ class LockHeld(Exception):
 
 
 class ResidentLock:
-    def __init__(self, store_path: Path, data_dir: Path) -> None:
-        self.paths = [store_path.with_name(store_path.name + ".lock"), data_dir / "anyy.lock"]
+    def __init__(self, store_path: Path, data_dir: Path, *, shared: bool = False) -> None:
+        # A shared store (PostgreSQL, docs/scale.md) is made for several residents: only the data
+        # directory, which is each one's own, is locked.
+        self.paths = [data_dir / "anyy.lock"] if shared else [store_path.with_name(store_path.name + ".lock"),
+                                                               data_dir / "anyy.lock"]
         self._fds: list[int] = []
 
     def acquire(self) -> None:

@@ -45,8 +45,8 @@ class AccessRepo:
 
     async def bump_attempts(self, code: str) -> int:
         def op(db: Database) -> int:
-            db.execute("UPDATE pairing SET attempts = attempts + 1 WHERE code = ?", [code])
-            row = db.execute("SELECT attempts FROM pairing WHERE code = ?", [code]).fetchone()
+            row = db.execute("UPDATE pairing SET attempts = attempts + 1 WHERE code = ? RETURNING attempts",
+                             [code]).fetchone()
             return int(row[0]) if row else 0
 
         return await self.store.run(op)
@@ -63,7 +63,8 @@ class AccessRepo:
                     return None
                 rec = row_to(PairingRecord, rows[0])
                 db.execute("DELETE FROM pairing WHERE code = ?", [rec.code])
-                db.execute("INSERT OR IGNORE INTO allowed_users (surface, user_id, added_at) VALUES (?, ?, ?)",
+                db.execute("INSERT INTO allowed_users (surface, user_id, added_at) VALUES (?, ?, ?)"
+                           " ON CONFLICT DO NOTHING",
                            [surface, rec.user_id, iso(utcnow())])
                 return rec
 

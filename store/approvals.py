@@ -11,6 +11,7 @@ from store.db import Store
 from store.leases import takeable
 from store.outbox import add_outbound
 from store.records import ApprovalRecord, ApprovalState, AuditEvent, Outbound, dumps, iso, row_to, utcnow
+from store.sql import lock
 
 _JSON = ("origin", "deciders", "prompt_refs")
 
@@ -21,7 +22,7 @@ def _record(row: dict) -> ApprovalRecord:
 
 def _for_call(db: Database, session_id: str, turn_id: str | None, tool_call_id: str) -> ApprovalRecord | None:
     rows = db.execute_returning_dicts(
-        "SELECT * FROM approvals WHERE session_id = ? AND turn_id IS ? AND tool_call_id = ?",
+        "SELECT * FROM approvals WHERE session_id = ? AND turn_id IS NOT DISTINCT FROM ? AND tool_call_id = ?",
         [session_id, turn_id, tool_call_id])
     return _record(rows[0]) if rows else None
 
@@ -36,7 +37,8 @@ class Approvals:
         same held call — nothing is written and that one is returned. Returns (record, created)."""
 
         def op(db: Database) -> tuple[ApprovalRecord, bool]:
-            with db.atomic():
+            with db.atomic():  # the lock: two processes re-running one turn write one approval
+                lock(db, f"approval:{rec.session_id}:{rec.turn_id}:{rec.tool_call_id}")
                 existing = _for_call(db, rec.session_id, rec.turn_id, rec.tool_call_id)
                 if existing is not None:
                     return existing, False
@@ -114,7 +116,8 @@ class Approvals:
         """Ids of executing approvals whose executor has stopped (`store.leases.takeable`)."""
         rows = await self.store.run(lambda db: db.execute(
             "SELECT id, owner, lease_until FROM approvals WHERE state = 'executing'").fetchall())
-        return [r[0] for r in rows if takeable(r[1], r[2])]
+        me, now = self.store.owner, self.store.now()
+        return [r[0] for r in rows if takeable(r[1], r[2], me, now)]
 
     async def ids_in_state(self, state: ApprovalState) -> list[str]:
         return await self.store.run(lambda db: [r[0] for r in db.execute(

@@ -23,6 +23,7 @@ from sqlite_utils import Database
 
 from store.db import Store
 from store.records import ArtifactRecord, dumps, iso, row_to, utcnow
+from store.sql import lock
 
 _UNSAFE = re.compile(r"[^\w.-]+")
 _JSON = ("meta",)
@@ -89,6 +90,11 @@ class Artifacts:
             await asyncio.to_thread(staging.unlink, True)
 
     def _insert(self, db: Database, row: dict[str, Any]) -> ArtifactRecord:
+        with db.atomic():
+            lock(db, f"artifacts:{row['user_key']}")  # the quota read and the insert, one at a time per user
+            return self._insert_within_quota(db, row)
+
+    def _insert_within_quota(self, db: Database, row: dict[str, Any]) -> ArtifactRecord:
         since = iso(utcnow() - timedelta(days=1))
         used = db.execute("SELECT COALESCE(SUM(size), 0) FROM artifacts WHERE user_key = ? AND created_at >= ?",
                           [row["user_key"], since]).fetchone()[0]

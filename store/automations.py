@@ -13,6 +13,7 @@ from sqlite_utils import Database
 
 from store.audit import add_audit
 from store.db import Store
+from store.leases import lease_until, takeable
 from store.records import AuditEvent, AutomationRecord, AutomationRun, dumps, iso, row_to, utcnow
 
 _JSON = ("origin", "schedule", "action")
@@ -128,11 +129,13 @@ class Automations:
         def op(db: Database) -> int | None:
             now = iso(utcnow())
             with db.atomic():
-                cur = db.execute(
-                    "INSERT OR IGNORE INTO automation_runs (automation_id, scheduled_for, started_at, status, late)"
-                    " SELECT id, ?, ?, 'claimed', ? FROM automations WHERE id = ? AND enabled = 1",
-                    [scheduled_for, now, int(late), automation_id])
-                claimed = int(cur.lastrowid or 0) if cur.rowcount == 1 else None
+                row = db.execute(
+                    "INSERT INTO automation_runs (automation_id, scheduled_for, started_at, status, late, owner,"
+                    " lease_until) SELECT id, ?, ?, 'claimed', ?, ?, ? FROM automations WHERE id = ? AND enabled = 1"
+                    " ON CONFLICT DO NOTHING RETURNING id",
+                    [scheduled_for, now, int(late), self.store.owner, lease_until(self.store.now()),
+                     automation_id]).fetchone()
+                claimed = int(row[0]) if row is not None else None
                 sets = {"next_run_at": next_run_at, "updated_at": now}
                 if claimed is not None:
                     sets["last_run_at"] = scheduled_for
@@ -154,9 +157,24 @@ class Automations:
         return await self.store.run(op)
 
     async def unfinished_runs(self) -> builtins.list[AutomationRun]:
-        """Runs claimed but never finished (the process stopped in between), oldest first."""
-        return await self.store.run(lambda db: [row_to(AutomationRun, r) for r in db.execute_returning_dicts(
-            "SELECT * FROM automation_runs WHERE status = 'claimed' ORDER BY id")])
+        """Runs claimed but never finished because their process stopped in between (this process's
+        predecessor, a dead one, or one whose lease lapsed), oldest first; each is claimed for this
+        process, so a run another live resident is delivering is never run twice."""
+        me, now = self.store.owner, self.store.now()
+
+        def op(db: Database) -> builtins.list[AutomationRun]:
+            taken = []
+            for r in db.execute_returning_dicts("SELECT * FROM automation_runs WHERE status = 'claimed' ORDER BY id"):
+                if r["owner"] != me and not takeable(r["owner"], r["lease_until"], me, now):
+                    continue
+                cur = db.execute("UPDATE automation_runs SET owner = ?, lease_until = ? WHERE id = ?"
+                                 " AND status = 'claimed' AND owner IS NOT DISTINCT FROM ?",
+                                 [me, lease_until(now), r["id"], r["owner"]])
+                if cur.rowcount == 1:
+                    taken.append(row_to(AutomationRun, {**r, "owner": me}))
+            return taken
+
+        return await self.store.run(op)
 
     async def history(self, automation_id: str, limit: int = 20) -> builtins.list[AutomationRun]:
         """The most recent runs of one automation, newest first."""

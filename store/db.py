@@ -1,21 +1,27 @@
-"""The SQLite store: one file, WAL mode, one worker thread that owns the connection.
+"""The store: one database on one worker thread that owns the connection.
 
-sqlite-utils is synchronous, so the event loop never touches the connection. Every query runs on a
-single dedicated thread (`Store.run`), which also serializes writes without extra locking.
+The embedded default is one SQLite file (WAL mode). With a `url`, the database is PostgreSQL, which
+several residents may share (docs/scale.md); `store.pg` offers it through the same calls. Both drivers
+are synchronous, so the event loop never touches the connection: every query runs on a single dedicated
+thread (`Store.run`), which also serializes this process's writes without extra locking.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import re
 import sqlite3
 from collections.abc import Callable
+from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import sqlite_utils
 
+from store import leases
 from store.migrations import MIGRATIONS
+from store.records import utcnow
 
 T = TypeVar("T")
 
@@ -24,25 +30,61 @@ class StoreError(Exception):
     """The store could not be opened or a query failed."""
 
 
-class Store:
-    """Async facade over one SQLite database owned by one worker thread."""
+def redact_url(url: str) -> str:
+    """The URL with any password replaced, for logs and messages."""
+    return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", url)
 
-    def __init__(self, path: Path | str) -> None:
+
+class Store:
+    """Async facade over one database connection owned by one worker thread.
+
+    `owner` names this store's process in every owner column and lease (`store.leases`); two stores in
+    one process (a test of two residents) pass different ones. `shared` is True on PostgreSQL, where
+    other residents may be working on the same rows: the repositories then claim what they deliver."""
+
+    def __init__(self, path: Path | str, *, url: str | None = None, password: str | None = None,
+                 owner: str | None = None) -> None:
         self.path = Path(path)
+        self.url = url or None
+        self._password = password
+        self.owner = owner or leases.OWNER
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
-        self._db: sqlite_utils.Database | None = None
+        self._db: Any = None
+        self._skew = timedelta(0)  # the database's clock minus this host's (PostgreSQL)
+
+    @property
+    def shared(self) -> bool:
+        return self.url is not None
+
+    @property
+    def dialect(self) -> str:
+        return "postgresql" if self.shared else "sqlite"
+
+    @property
+    def where(self) -> str:
+        """What the store is, for messages: the file, or the URL without its password."""
+        return redact_url(self.url) if self.url else str(self.path)
+
+    def now(self) -> datetime:
+        """The time by the database's clock (lease times: residents on several hosts agree on them)."""
+        return utcnow() + self._skew
 
     async def open(self) -> "Store":
         """Open (creating if needed) the database and apply pending migrations."""
-        try:
+        try:  # the SQLite file's folder; a PostgreSQL store's files (artifacts) live there too
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise StoreError(f"cannot create the directory {self.path.parent}: {exc.strerror}") from None
         self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="anyy-store")
         try:
-            await self.run_raw(self._connect)
-        except (sqlite3.Error, OSError) as exc:
-            raise StoreError(f"cannot open the store at {self.path}: {exc}") from exc
+            await self.run_raw(self._connect_pg if self.shared else self._connect)
+        except Exception as exc:
+            self._executor.shutdown(wait=False)
+            self._executor = None
+            if isinstance(exc, (sqlite3.Error, OSError)) or type(exc).__module__.startswith("psycopg"):
+                why = " ".join(redact_url(str(exc)).split())  # psycopg's messages span lines
+                raise StoreError(f"cannot open the store at {self.where}: {why}") from exc
+            raise
         return self
 
     def _connect(self) -> None:
@@ -54,19 +96,49 @@ class Store:
         self._db = sqlite_utils.Database(conn)
         MIGRATIONS.apply(self._db)
 
+    def _connect_pg(self) -> None:
+        import psycopg  # only a PostgreSQL store pays for the driver
+
+        from store import pg_schema
+        from store.pg import PgDatabase
+
+        extra = {"password": self._password} if self._password else {}
+        conn = psycopg.connect(self.url, autocommit=True, connect_timeout=10, application_name="anyy", **extra)
+        self._db = PgDatabase(conn)
+        pg_schema.migrate(self._db)
+        self._measure_skew()
+
+    def _measure_skew(self) -> None:
+        if self.shared:
+            db_now = self._db.execute("SELECT now()").fetchone()[0]
+            self._skew = db_now - utcnow()
+
     async def run_raw(self, fn: Callable[[], T]) -> T:
         if self._executor is None:
             raise StoreError("store is not open")
         return await asyncio.get_running_loop().run_in_executor(self._executor, fn)
 
-    async def run(self, fn: Callable[[sqlite_utils.Database], T]) -> T:
+    async def run(self, fn: Callable[[Any], T]) -> T:
         """Run `fn(db)` on the store thread and return its result."""
 
         def call() -> T:
             assert self._db is not None
+            if self.shared and self._db.conn.closed:
+                # The server restarted or the network dropped: the call that saw it failed (whether
+                # its transaction committed is the caller's to find out); this one gets a new connection.
+                self._connect_pg()
             return fn(self._db)
 
         return await self.run_raw(call)
+
+    async def renew(self) -> None:
+        """Extend every lease this store's owner holds, by the database's clock (measured again now)."""
+
+        def op(db: Any) -> None:
+            self._measure_skew()
+            leases.renew(db, self.owner, self.now())
+
+        await self.run(op)
 
     async def close(self) -> None:
         """Close the connection and stop the worker thread."""

@@ -10,8 +10,9 @@ from __future__ import annotations
 from sqlite_utils import Database
 
 from store.db import Store
-from store.leases import OWNER, lease_until, takeable
+from store.leases import lease_until, takeable
 from store.records import Inbound, iso, utcnow
+from store.sql import json_text
 
 
 class InboundLog:
@@ -24,16 +25,16 @@ class InboundLog:
         def op(db: Database) -> int | None:
             now = iso(utcnow())
             with db.atomic():
-                if key is not None:
-                    cur = db.execute("INSERT OR IGNORE INTO seen_inbound (key, at) VALUES (?, ?)", [key, now])
+                if key is not None:  # two processes given one redelivered update: one row wins
+                    cur = db.execute("INSERT INTO seen_inbound (key, at) VALUES (?, ?) ON CONFLICT DO NOTHING",
+                                     [key, now])
                     if cur.rowcount == 0:
                         return None
-                cur = db.execute(
+                return int(db.execute(
                     "INSERT INTO inbound_queue (key, payload, state, created_at, owner, lease_until)"
-                    " VALUES (?, ?, 'pending', ?, ?, ?)",
-                    [key, inbound.model_dump_json(), now, OWNER, lease_until()],
-                )
-                return int(cur.lastrowid or 0)
+                    " VALUES (?, ?, 'pending', ?, ?, ?) RETURNING id",
+                    [key, inbound.model_dump_json(), now, self.store.owner, lease_until(self.store.now())],
+                ).fetchone()[0])
 
         return await self.store.run(op)
 
@@ -53,12 +54,13 @@ class InboundLog:
             rows = db.execute("SELECT id, payload, owner, lease_until FROM inbound_queue"
                               " WHERE state = 'pending' ORDER BY id").fetchall()
             taken = []
+            me, now = self.store.owner, self.store.now()
             for queue_id, payload, owner, until in rows:
-                if not takeable(owner, until):
+                if not takeable(owner, until, me, now):
                     continue
                 cur = db.execute(  # conditional on the owner we saw: two recoverers cannot both win
                     "UPDATE inbound_queue SET owner = ?, lease_until = ? WHERE id = ? AND state = 'pending'"
-                    " AND owner IS ?", [OWNER, lease_until(), queue_id, owner])
+                    " AND owner IS NOT DISTINCT FROM ?", [me, lease_until(now), queue_id, owner])
                 if cur.rowcount == 1:
                     taken.append((queue_id, Inbound.model_validate_json(payload)))
             return taken
@@ -68,5 +70,5 @@ class InboundLog:
     async def last_by_surface(self) -> dict[str, str]:
         """When each surface last handed over a message (ISO UTC): its "last event"."""
         return await self.store.run(lambda db: {r[0]: r[1] for r in db.execute(
-            "SELECT json_extract(payload, '$.surface') AS surface, max(created_at) FROM inbound_queue"
-            " GROUP BY surface")})
+            f"SELECT {json_text(db, 'payload', 'surface')} AS surface, max(created_at) FROM inbound_queue"
+            " GROUP BY 1")})

@@ -11,7 +11,6 @@ from __future__ import annotations
 from sqlite_utils import Database
 
 from store.db import Store
-from store.leases import OWNER
 from store.messages import add_message
 from store.records import MessageRecord, iso, utcnow
 
@@ -23,9 +22,11 @@ class ToolJournal:
     async def start(self, session_id: str, turn_id: str, tool_call_id: str, tool: str, args_sha256: str) -> None:
         """Record that the call is about to run (one insert)."""
         await self.store.run(lambda db: db.execute(
-            "INSERT OR REPLACE INTO tool_journal (session_id, turn_id, tool_call_id, tool, args_sha256, owner, state,"
-            " started_at) VALUES (?, ?, ?, ?, ?, ?, 'started', ?)",
-            [session_id, turn_id, tool_call_id, tool, args_sha256, OWNER, iso(utcnow())]))
+            "INSERT INTO tool_journal (session_id, turn_id, tool_call_id, tool, args_sha256, owner, state,"
+            " started_at) VALUES (?, ?, ?, ?, ?, ?, 'started', ?) ON CONFLICT (session_id, turn_id, tool_call_id)"
+            " DO UPDATE SET tool = excluded.tool, args_sha256 = excluded.args_sha256, owner = excluded.owner,"
+            " state = excluded.state, started_at = excluded.started_at, finished_at = NULL, message_id = NULL",
+            [session_id, turn_id, tool_call_id, tool, args_sha256, self.store.owner, iso(utcnow())]))
 
     async def add_result(self, msg: MessageRecord, state: str | None) -> int:
         """Store a tool-result row and, when its call was journalled (`state` is `done` or `unknown`),

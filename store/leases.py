@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import socket
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from sqlite_utils import Database
@@ -33,18 +33,20 @@ def _start_time(pid: int) -> str | None:
 
 
 HOST = socket.gethostname()
+# This process. A Store's owner is this unless it was given another (two residents in one test process).
 OWNER = f"{HOST}/{os.getpid()}/{_start_time(os.getpid()) or int(time.time())}"
 
 
-def lease_until() -> str:
-    """The expiry of a lease taken or renewed now."""
-    return iso(utcnow() + timedelta(seconds=LEASE_S))
+def lease_until(now: datetime | None = None) -> str:
+    """The expiry of a lease taken or renewed at `now` (the store's clock, `Store.now`)."""
+    return iso((now or utcnow()) + timedelta(seconds=LEASE_S))
 
 
 def owner_alive(owner: str) -> bool:
     """Whether `owner` may still be running. Owners on another host are trusted to their lease."""
     host, _, rest = owner.partition("/")
-    pid_text, _, started = rest.partition("/")
+    pid_text, _, rest = rest.partition("/")
+    started = rest.split("/", 1)[0]  # after it, a name that tells two stores of one process apart
     if host != HOST or not pid_text.isdigit():
         return True
     pid = int(pid_text)
@@ -60,19 +62,54 @@ def owner_alive(owner: str) -> bool:
     return True
 
 
-def takeable(owner: str | None, until: str | None) -> bool:
-    """Whether work owned by `owner` under a lease until `until` may be taken over by this process
-    (never its own: that is running here, or was left for the next start while shutting down)."""
+def takeable(owner: str | None, until: str | None, me: str = OWNER, now: datetime | None = None) -> bool:
+    """Whether work owned by `owner` under a lease until `until` may be taken over by `me` (never its
+    own: that is running here, or was left for the next start while shutting down)."""
     if owner is None:
         return True
-    if owner == OWNER:
+    if owner == me:
         return False
-    return until is None or parse_iso(until) <= utcnow() or not owner_alive(owner)
+    return until is None or parse_iso(until) <= (now or utcnow()) or not owner_alive(owner)
 
 
-def renew(db: Database) -> None:
-    """Extend every lease this process holds (one UPDATE per table)."""
-    until = lease_until()
+_RENEWED = (  # table, the state in which its owner's lease matters
+    ("inbound_queue", "state = 'pending'"),
+    ("approvals", "state = 'executing'"),
+    ("outbox", "state = 'pending'"),
+    ("automation_runs", "status = 'claimed'"),
+    ("subagent_jobs", "state = 'running'"),
+    ("leases", "1 = 1"),
+)
+
+
+def renew(db: Database, owner: str = OWNER, now: datetime | None = None) -> None:
+    """Extend every lease `owner` holds (one UPDATE per table)."""
+    until = lease_until(now)
     with db.atomic():
-        db.execute("UPDATE inbound_queue SET lease_until = ? WHERE owner = ? AND state = 'pending'", [until, OWNER])
-        db.execute("UPDATE approvals SET lease_until = ? WHERE owner = ? AND state = 'executing'", [until, OWNER])
+        for table, live in _RENEWED:
+            db.execute(f"UPDATE {table} SET lease_until = ? WHERE owner = ? AND {live}", [until, owner])
+
+
+def take_lease(db: Database, name: str, owner: str, now: datetime) -> str | None:
+    """Take or renew the named lease for `owner` when it is free, expired, already `owner`'s, or held
+    by a process on this host that is provably gone. Returns None when taken, else the holder."""
+    until = lease_until(now)
+    row = db.execute(
+        "INSERT INTO leases (name, owner, lease_until) VALUES (?, ?, ?) ON CONFLICT (name) DO UPDATE"
+        " SET owner = excluded.owner, lease_until = excluded.lease_until"
+        " WHERE leases.owner = excluded.owner OR leases.lease_until <= ? RETURNING owner",
+        [name, owner, until, iso(now)]).fetchone()
+    if row is not None:
+        return None
+    held = db.execute("SELECT owner, lease_until FROM leases WHERE name = ?", [name]).fetchone()
+    if held is None:  # released in between: try once more
+        return take_lease(db, name, owner, now)
+    if owner_alive(held[0]):
+        return str(held[0])
+    cur = db.execute("UPDATE leases SET owner = ?, lease_until = ? WHERE name = ? AND owner = ?",
+                     [owner, until, name, held[0]])  # conditional on the dead holder we saw
+    return None if cur.rowcount == 1 else str(held[0])
+
+
+def release_lease(db: Database, name: str, owner: str) -> None:
+    db.execute("DELETE FROM leases WHERE name = ? AND owner = ?", [name, owner])

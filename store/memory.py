@@ -16,7 +16,7 @@ class Memory:
         """One user's entries (None: every user's, for the owner's dashboard), oldest first."""
 
         def op(db: Database) -> list[MemoryEntry]:
-            where, args = ("user_key = ?", [user_key]) if user_key is not None else ("1", [])
+            where, args = ("user_key = ?", [user_key]) if user_key is not None else ("1 = 1", [])
             if target:
                 where += " AND target = ?"
                 args.append(target)

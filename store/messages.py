@@ -10,6 +10,7 @@ from sqlite_utils import Database
 
 from store.db import Store
 from store.records import MessageRecord, dumps, row_to
+from store.sql import is_pg
 
 _JSON = ("tool_calls", "meta")
 
@@ -130,6 +131,8 @@ class Messages:
         def op(db: Database) -> list[SearchHit]:
             terms = [t for t in query.split() if t]
             who, who_args = ("m.user_key = ?", [user_key]) if user_key is not None else ("1 = 1", [])
+            if is_pg(db):
+                return _search_pg(db, terms, who, who_args, limit)
             if terms and all(len(t) >= 3 for t in terms):
                 rows = db.execute_returning_dicts(
                     "SELECT m.id, m.session_id, m.turn_id, m.role, m.created_at,"
@@ -157,11 +160,33 @@ class Messages:
         return await self.store.run(op)
 
 
+def _search_pg(db: Database, terms: list[str], who: str, who_args: list[Any], limit: int) -> list[SearchHit]:
+    """PostgreSQL: every term by ILIKE (served by the pg_trgm index where there is one, any script and
+    any length), newest first; the snippet marks the first term as SQLite's FTS5 snippet does."""
+    like = [f"%{t}%" for t in terms] or ["%"]
+    rows = db.execute_returning_dicts(
+        "SELECT id, session_id, turn_id, role, created_at, content FROM messages m"
+        f" WHERE {' AND '.join('content ILIKE ?' for _ in like)} AND {who}"
+        " AND role IN ('user','assistant','summary') ORDER BY id DESC LIMIT ?", [*like, *who_args, limit])
+    return [SearchHit(message_id=r["id"], session_id=r["session_id"], turn_id=r["turn_id"], role=r["role"],
+                      created_at=r["created_at"], snippet=_snippet(r["content"], terms)) for r in rows]
+
+
+def _snippet(content: str, terms: list[str], width: int = 60) -> str:
+    at = content.lower().find(terms[0].lower()) if terms else -1
+    if at < 0:
+        return content[:160]
+    end = at + len(terms[0])
+    start = max(0, at - width)
+    head = "…" if start > 0 else ""
+    tail = "…" if end + width < len(content) else ""
+    return f"{head}{content[start:at]}[{content[at:end]}]{content[end:end + width]}{tail}"
+
+
 def add_message(db: Database, msg: MessageRecord) -> int:
     row: dict[str, Any] = msg.model_dump(exclude={"id"})
     row["tool_calls"] = dumps([c.model_dump() for c in msg.tool_calls]) if msg.tool_calls else None
     row["meta"] = dumps(msg.meta) if msg.meta else None
-    cur = db.execute(
-        f"INSERT INTO messages ({', '.join(row)}) VALUES ({', '.join('?' for _ in row)})", list(row.values())
-    )
-    return int(cur.lastrowid or 0)
+    return int(db.execute(
+        f"INSERT INTO messages ({', '.join(row)}) VALUES ({', '.join('?' for _ in row)}) RETURNING id",
+        list(row.values())).fetchone()[0])

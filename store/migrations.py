@@ -361,3 +361,26 @@ def m014_outbox_sending(db: Database) -> None:
     """When a new message's send began, cleared once its outcome is recorded: a row left with it set by a
     killed process may already be on the platform, so its next delivery looks before posting again."""
     db.execute("ALTER TABLE outbox ADD COLUMN sending_at TEXT")
+
+
+@MIGRATIONS()
+def m015_claims(db: Database) -> None:
+    """Owners and leases for several residents on one database (docs/scale.md): outbox rows, automation
+    runs and subagent jobs are owned by the process doing them; `processes` names the process that
+    supervises each one; `leases` holds named leases (a session lane, a polling surface). The same
+    columns are in the PostgreSQL baseline (store/pg_schema.py)."""
+    db.executescript(
+        """
+        ALTER TABLE outbox ADD COLUMN owner TEXT;
+        ALTER TABLE outbox ADD COLUMN lease_until TEXT;
+        ALTER TABLE automation_runs ADD COLUMN owner TEXT;
+        ALTER TABLE automation_runs ADD COLUMN lease_until TEXT;
+        ALTER TABLE subagent_jobs ADD COLUMN lease_until TEXT;
+        ALTER TABLE processes ADD COLUMN owner TEXT;
+        CREATE TABLE leases (
+            name TEXT PRIMARY KEY,          -- lane:<session id> | poll:<surface>
+            owner TEXT NOT NULL,
+            lease_until TEXT NOT NULL
+        );
+        """
+    )

@@ -16,13 +16,18 @@ from pydantic import BaseModel
 from sqlite_utils import Database
 
 from store.db import Store
+from store.leases import lease_until
 from store.records import Outbound, OutboxItem, iso, row_to, utcnow
+
+_INSERT = ("INSERT INTO outbox (dedupe_key, surface, chat_id, thread_id, payload, state, created_at)"
+           " VALUES (?, ?, ?, ?, ?, 'pending', ?) ON CONFLICT DO NOTHING RETURNING id")
+_CLEAR = "sending_at = NULL, owner = NULL, lease_until = NULL"  # an outcome recorded ends the claim
 
 
 def _item(row: dict) -> OutboxItem:
     data = dict(row)
     data["outbound"] = Outbound.model_validate_json(data.pop("payload"))
-    for k in ("surface", "chat_id", "thread_id"):
+    for k in ("surface", "chat_id", "thread_id", "owner", "lease_until"):
         data.pop(k, None)
     return row_to(OutboxItem, data)
 
@@ -53,13 +58,12 @@ class Outbox:
 
         def op(db: Database) -> int:
             row = db.execute("SELECT id, state, payload FROM outbox WHERE dedupe_key = ?", [dedupe_key]).fetchone()
-            if row is None:
-                cur = db.execute(
-                    "INSERT INTO outbox (dedupe_key, surface, chat_id, thread_id, payload, state, created_at)"
-                    " VALUES (?, ?, ?, ?, ?, 'pending', ?)",
-                    [dedupe_key, outbound.origin.surface, outbound.origin.chat_id, outbound.origin.thread_id,
-                     payload, iso(utcnow())])
-                return int(cur.lastrowid or 0)
+            if row is None:  # inserted unless another process wrote the key since: then rewrite that row
+                new = db.execute(_INSERT, [dedupe_key, outbound.origin.surface, outbound.origin.chat_id,
+                                           outbound.origin.thread_id, payload, iso(utcnow())]).fetchone()
+                if new is not None:
+                    return int(new[0])
+                row = db.execute("SELECT id, state, payload FROM outbox WHERE dedupe_key = ?", [dedupe_key]).fetchone()
             item_id, state, old = row
             if state in ("sent", "failed") and old != payload:
                 db.execute("UPDATE outbox SET payload = ?, state = 'pending', attempts = 0, next_attempt_at = NULL,"
@@ -78,7 +82,11 @@ class Outbox:
         return await self.store.run(op)
 
     async def due(self, surface: str, limit: int = 50) -> list[OutboxItem]:
-        """Pending rows for `surface` whose retry time has come, oldest first."""
+        """Pending rows for `surface` whose retry time has come, oldest first. On a shared store they are
+        claimed for this process (rows another live process claimed are skipped, locked ones too), so two
+        residents never deliver one row; recording the outcome ends the claim."""
+        if self.store.shared:
+            return await self.store.run(lambda db: self._claim(db, surface, limit))
 
         def op(db: Database) -> list[OutboxItem]:
             rows = db.execute_returning_dicts(
@@ -89,6 +97,15 @@ class Outbox:
             return [_item(r) for r in rows]
 
         return await self.store.run(op)
+
+    def _claim(self, db: Database, surface: str, limit: int) -> list[OutboxItem]:
+        now, me = self.store.now(), self.store.owner
+        rows = db.execute_returning_dicts(
+            "UPDATE outbox SET owner = ?, lease_until = ? WHERE id IN (SELECT id FROM outbox"
+            " WHERE state = 'pending' AND surface = ? AND (next_attempt_at IS NULL OR next_attempt_at <= ?)"
+            " AND (owner IS NULL OR owner = ? OR lease_until <= ?) ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED)"
+            " RETURNING *", [me, lease_until(now), surface, iso(utcnow()), me, iso(now), limit])
+        return [_item(r) for r in sorted(rows, key=lambda r: r["id"])]
 
     async def mark_sending(self, item_id: int) -> None:
         """Record that a new message's send begins: until its outcome is recorded, it may be on the
@@ -101,24 +118,25 @@ class Outbox:
         stays pending, and its next delivery edits that message."""
         await self.store.run(lambda db: db.execute(
             "UPDATE outbox SET state = CASE WHEN revision = ? THEN 'sent' ELSE state END, platform_message_id = ?,"
-            " sent_at = ?, error = NULL, sending_at = NULL WHERE id = ?",
+            f" sent_at = ?, error = NULL, {_CLEAR} WHERE id = ?",
             [revision, platform_message_id, iso(utcnow()), item_id]))
 
     async def mark_retry(self, item_id: int, error: str, next_attempt_at: str) -> None:
         await self.store.run(lambda db: db.execute(
-            "UPDATE outbox SET attempts = attempts + 1, error = ?, next_attempt_at = ?, sending_at = NULL WHERE id = ?",
+            f"UPDATE outbox SET attempts = attempts + 1, error = ?, next_attempt_at = ?, {_CLEAR} WHERE id = ?",
             [error, next_attempt_at, item_id]))
 
     async def mark_failed(self, item_id: int, error: str) -> None:
         await self.store.run(lambda db: db.execute(
-            "UPDATE outbox SET state = 'failed', attempts = attempts + 1, error = ?, sending_at = NULL WHERE id = ?",
+            f"UPDATE outbox SET state = 'failed', attempts = attempts + 1, error = ?, {_CLEAR} WHERE id = ?",
             [error, item_id]))
 
     async def backlog(self) -> list[Backlog]:
         """Per surface: pending (and retrying) rows, rows given up on, the oldest pending one."""
         return await self.store.run(lambda db: [Backlog.model_validate(r) for r in db.execute_returning_dicts(
-            "SELECT surface, sum(state = 'pending') AS pending, sum(state = 'pending' AND attempts > 0) AS retrying,"
-            " sum(state = 'failed') AS failed,"
+            "SELECT surface, count(*) FILTER (WHERE state = 'pending') AS pending,"
+            " count(*) FILTER (WHERE state = 'pending' AND attempts > 0) AS retrying,"
+            " count(*) FILTER (WHERE state = 'failed') AS failed,"
             " min(CASE WHEN state = 'pending' THEN created_at END) AS oldest_pending_at"
             " FROM outbox WHERE state != 'sent' GROUP BY surface ORDER BY surface")])
 
@@ -126,12 +144,8 @@ class Outbox:
 def add_outbound(db: Database, outbound: Outbound, dedupe_key: str | None = None) -> int:
     """`Outbox.enqueue` on the store thread, for a caller that writes the row in its own transaction
     (an approval and its prompt). The caller wakes the dispatcher afterwards."""
-    cur = db.execute(
-        "INSERT OR IGNORE INTO outbox (dedupe_key, surface, chat_id, thread_id, payload, state, created_at)"
-        " VALUES (?, ?, ?, ?, ?, 'pending', ?)",
-        [dedupe_key, outbound.origin.surface, outbound.origin.chat_id, outbound.origin.thread_id,
-         outbound.model_dump_json(), iso(utcnow())],
-    )
-    if cur.rowcount:
-        return int(cur.lastrowid or 0)
+    new = db.execute(_INSERT, [dedupe_key, outbound.origin.surface, outbound.origin.chat_id,
+                               outbound.origin.thread_id, outbound.model_dump_json(), iso(utcnow())]).fetchone()
+    if new is not None:
+        return int(new[0])
     return int(db.execute("SELECT id FROM outbox WHERE dedupe_key = ?", [dedupe_key]).fetchone()[0])

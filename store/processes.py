@@ -8,6 +8,7 @@ from typing import Any
 from sqlite_utils import Database
 
 from store.db import Store
+from store.leases import owner_alive
 from store.records import ProcessRecord, iso, row_to, utcnow
 
 
@@ -16,7 +17,8 @@ class Processes:
         self.store = store
 
     async def add(self, rec: ProcessRecord) -> None:
-        await self.store.run(lambda db: db["processes"].insert(rec.model_dump()))
+        row = {**rec.model_dump(), "owner": rec.owner or self.store.owner}
+        await self.store.run(lambda db: db["processes"].insert(row))
 
     async def get(self, session_id: str, process_id: str) -> ProcessRecord | None:
         """One of the session's processes; None when missing or another session's."""
@@ -45,10 +47,17 @@ class Processes:
         return await self.store.run(op)
 
     async def mark_lost(self, keep: set[str] | frozenset[str] = frozenset()) -> list[dict[str, Any]]:
-        """At start-up: every row still `running` (except `keep`) lost its supervisor. Returns them."""
+        """At start-up: every row still `running` (except `keep`) whose supervisor is gone — this
+        process's predecessor, or a stopped one on this host — lost it. Returns them. A process another
+        live resident supervises (here, or on another machine: processes are per machine) is its own."""
+        me = self.store.owner
+
+        def gone(owner: str | None) -> bool:
+            return owner is None or owner == me or not owner_alive(owner)
 
         def op(db: Database) -> list[dict[str, Any]]:
-            rows = [r for r in db["processes"].rows_where("state = 'running'") if r["id"] not in keep]
+            rows = [r for r in db["processes"].rows_where("state = 'running'")
+                    if r["id"] not in keep and gone(r.get("owner"))]
             for r in rows:
                 db.execute("UPDATE processes SET state = 'lost', finished_at = ? WHERE id = ? AND state = 'running'",
                            [iso(utcnow()), r["id"]])

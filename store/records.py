@@ -235,6 +235,8 @@ class AutomationRun(BaseModel):
     status: Literal["claimed", "delivered", "failed"]
     late: bool = False
     output: str | None = None
+    owner: str | None = None  # the process delivering it, and until when (store.leases)
+    lease_until: str | None = None
 
 
 class EmailDraftRecord(BaseModel):
@@ -260,6 +262,7 @@ class ProcessRecord(BaseModel):
     log_path: str
     started_at: str
     finished_at: str | None = None
+    owner: str | None = None  # the process supervising it (its Store's owner)
 
 
 class ArtifactRecord(BaseModel):
@@ -325,6 +328,7 @@ class SubagentJob(BaseModel):
     state: JobState = "running"
     summary: str | None = None
     owner_pid: int = 0
-    owner: str = ""  # host/pid/start of the process running it (store.leases.OWNER); "" on older rows
+    owner: str = ""  # host/pid/start of the process running it (its Store's owner); "" on older rows
+    lease_until: str | None = None  # renewed while it runs (store.leases.renew); None on older rows
     created_at: str
     finished_at: str | None = None

@@ -28,8 +28,8 @@ class Sessions:
             if not rows:  # read first: an existing session (every turn but the first) costs no write
                 now = iso(utcnow())
                 db.execute(
-                    "INSERT OR IGNORE INTO sessions (id, surface, chat_id, thread_id, user_key, kind, created_at,"
-                    " updated_at) VALUES (?,?,?,?,?,?,?,?)",
+                    "INSERT INTO sessions (id, surface, chat_id, thread_id, user_key, kind, created_at,"
+                    " updated_at) VALUES (?,?,?,?,?,?,?,?) ON CONFLICT DO NOTHING",
                     [session_id, origin.surface, origin.chat_id, origin.thread_id, user_key, kind, now, now],
                 )
                 rows = db.execute_returning_dicts("SELECT * FROM sessions WHERE id = ?", [session_id])
@@ -59,8 +59,8 @@ class Sessions:
         """Start a fresh context (`/new`): old messages stay searchable but leave the model's view."""
 
         def op(db: Database) -> int:
-            db.execute("UPDATE sessions SET epoch = epoch + 1, updated_at = ? WHERE id = ?", [iso(utcnow()), session_id])
-            return int(db.execute("SELECT epoch FROM sessions WHERE id = ?", [session_id]).fetchone()[0])
+            return int(db.execute("UPDATE sessions SET epoch = epoch + 1, updated_at = ? WHERE id = ? RETURNING epoch",
+                                  [iso(utcnow()), session_id]).fetchone()[0])
 
         return await self.store.run(op)
 

@@ -8,6 +8,7 @@ from sqlite_utils import Database
 
 from store.db import Store
 from store.records import JobState, SubagentJob, dumps, iso, row_to, utcnow
+from store.sql import lock
 
 _JSON = ("origin", "toolsets")
 
@@ -25,6 +26,7 @@ class SubagentJobs:
 
         def op(db: Database) -> bool:
             with db.atomic():
+                lock(db, f"subagents:{job.user_key}")  # the count and the insert, one at a time per user
                 running = db.execute("SELECT COUNT(*) FROM subagent_jobs WHERE user_key = ? AND state = 'running'",
                                      [job.user_key]).fetchone()[0]
                 if running >= max_running:

@@ -35,7 +35,7 @@ class Tasks:
         """One user's tasks (None: every user's, for the owner's dashboard), the soonest due first."""
 
         def op(db: Database) -> list[TaskRecord]:
-            where, args = ("user_key = ?", [user_key]) if user_key is not None else ("1", [])
+            where, args = ("user_key = ?", [user_key]) if user_key is not None else ("1 = 1", [])
             if status:
                 where += " AND status = ?"
                 args.append(status)

@@ -7,6 +7,7 @@ from pydantic import BaseModel
 from sqlite_utils import Database
 
 from store.db import Store
+from store.sql import json_number, json_text
 
 
 class UsageTotal(BaseModel):
@@ -38,16 +39,19 @@ class UsageRepo:
         if session_id is not None:
             where.append("m.session_id = ?")
             args.append(session_id)
-        sql = f"""
-            SELECT COALESCE(json_extract(m.meta, '$.model'), '') AS model, s.kind AS kind, COUNT(*) AS calls,
-                   COALESCE(SUM(json_extract(m.meta, '$.usage.input_tokens')), 0) AS input_tokens,
-                   COALESCE(SUM(json_extract(m.meta, '$.usage.output_tokens')), 0) AS output_tokens,
-                   COALESCE(SUM(json_extract(m.meta, '$.usage.cached_tokens')), 0) AS cached_tokens
-            FROM messages m JOIN sessions s ON s.id = m.session_id
-            WHERE {' AND '.join(where)} AND json_extract(m.meta, '$.usage') IS NOT NULL
-            GROUP BY model, kind ORDER BY model, kind"""
 
         def op(db: Database) -> list[UsageTotal]:
+            def total(*path: str) -> str:
+                return f"COALESCE(SUM({json_number(db, 'm.meta', *path)}), 0)"
+
+            sql = f"""
+                SELECT COALESCE({json_text(db, 'm.meta', 'model')}, '') AS model, s.kind AS kind, COUNT(*) AS calls,
+                       {total('usage', 'input_tokens')} AS input_tokens,
+                       {total('usage', 'output_tokens')} AS output_tokens,
+                       {total('usage', 'cached_tokens')} AS cached_tokens
+                FROM messages m JOIN sessions s ON s.id = m.session_id
+                WHERE {' AND '.join(where)} AND {json_text(db, 'm.meta', 'usage')} IS NOT NULL
+                GROUP BY 1, 2 ORDER BY 1, 2"""
             return [UsageTotal(**row) for row in db.execute_returning_dicts(sql, args)]
 
         return await self.store.run(op)

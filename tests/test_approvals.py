@@ -12,6 +12,8 @@ from tests.support import side_effects
 from tests.support.side_effects import EXECUTED, TESTING
 from toolsets.registry import TOOLSETS
 
+pytestmark = pytest.mark.both_backends
+
 
 @pytest.fixture(autouse=True)
 def _reset_side_effects():
@@ -122,7 +124,7 @@ async def test_crash_while_executing_becomes_unknown_and_is_never_retried(start_
     approval_id = await held(first, model)
     await first.gw.stop()
     # What a crash mid-execution leaves behind: the claim was taken, no outcome was written.
-    async with __import__("store").Store(cfg.store_path) as store:
+    async with cfg.new_store() as store:
         repo = Approvals(store)
         await repo.transition(approval_id, ("pending",), "approved", "console:owner")
         await repo.transition(approval_id, ("approved",), "executing", "anyy")
@@ -140,7 +142,7 @@ async def test_decided_but_not_started_runs_after_restart(start_console, make_co
     first = await start_console(cfg, toolsets=[*TOOLSETS, TESTING])
     approval_id = await held(first, model)
     await first.gw.stop()
-    async with __import__("store").Store(cfg.store_path) as store:  # approved, then the process died
+    async with cfg.new_store() as store:  # approved, then the process died
         await Approvals(store).transition(approval_id, ("pending",), "approved", "console:owner")
     second = await start_console(cfg, toolsets=[*TOOLSETS, TESTING])
     await second.gw.idle()

@@ -24,6 +24,8 @@ from tests.support.context import RecordingContext
 from toolsets import artifact
 from toolsets.base import Tool, ToolError
 
+pytestmark = pytest.mark.both_backends
+
 MB = 1024 * 1024
 
 
@@ -175,3 +177,11 @@ async def test_inspect_audio_transcribes_once_and_keeps_the_transcript(ctx: Reco
     finally:
         await transcriber.aclose()
     assert len(speech.uploads.items()) == 1
+
+
+async def test_a_file_kept_on_another_machine_is_refused_clearly(ctx: RecordingContext, artifacts: Artifacts) -> None:
+    rec = await artifacts.add_bytes(b"notes", session_id=ctx.session_id, user_key="u1", name="notes.txt",
+                                    mime_type="text/plain")
+    Path(rec.path).unlink()  # what another resident sharing the database sees: the row, not the file
+    with pytest.raises(ToolError, match="not on this machine"):
+        await call(artifact.artifact_inspect, ctx, artifact_id=rec.id)

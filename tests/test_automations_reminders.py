@@ -18,6 +18,8 @@ from gateway.automations.scheduler import AutomationService
 from store.outbox import Outbox
 from store.records import Origin
 
+pytestmark = pytest.mark.both_backends
+
 BERLIN = ZoneInfo("Europe/Berlin")
 NOW = datetime(2026, 11, 30, 10, 15, 30, tzinfo=BERLIN)  # a Monday
 CHAT = Origin(surface="telegram", chat_id="100")

@@ -20,6 +20,8 @@ from store.outbox import Outbox
 from store.records import AutomationRecord, Origin, Outbound, parse_iso, utcnow
 from toolsets.schedule import AutomationError, Cron, Interval, Once, Prompt, Reminder, when_label
 
+pytestmark = pytest.mark.both_backends
+
 BERLIN = ZoneInfo("Europe/Berlin")
 ALICE, BOB = "telegram:1", "telegram:2"
 CHAT = Origin(surface="telegram", chat_id="100", thread_id="7")
@@ -201,7 +203,7 @@ async def test_restarts_around_a_recurring_slot_run_it_once_then_it_continues(ma
 
 
 async def test_two_services_on_one_store_deliver_a_slot_once(make, deliveries, store, tmp_path, watch):
-    other_store = await Store(store.path).open()  # a second process's connection
+    other_store = await Store(store.path, url=store.url).open()  # a second process's connection
     try:
         one = make()
         await one.start()

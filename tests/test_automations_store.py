@@ -2,9 +2,13 @@
 
 import asyncio
 
+import pytest
+
 from store.audit import Audit
 from store.automations import Automations
 from store.records import AutomationRecord, Origin, iso, utcnow
+
+pytestmark = pytest.mark.both_backends
 
 ORIGIN = Origin(surface="telegram", chat_id="42")
 

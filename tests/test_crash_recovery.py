@@ -13,7 +13,10 @@ from typing import Any
 
 import pytest
 
-from store.db import Store
+pytestmark = pytest.mark.both_backends
+
+from gateway.config import load_config
+from tests.support.postgres import Backend
 from tests.fixtures.mail import PASSWORD, SmtpRecorder
 from tests.fixtures.model import reply, tool_call
 from tests.support.cli import SUBPROCESS_S, write_config
@@ -21,7 +24,7 @@ from tests.support.crash import chat_once, start
 
 
 @pytest.fixture
-def cfg(tmp_path: Path, model: Any, email_section: dict[str, Any]) -> str:
+def cfg(tmp_path: Path, model: Any, email_section: dict[str, Any], backend: Backend) -> str:
     email = "\n".join(f"{key} = {json.dumps(value)}" for key, value in email_section.items())  # TOML scalars
     return write_config(tmp_path, f"""
 [model]
@@ -32,6 +35,7 @@ max_retries = 0
 
 [store]
 path = "{tmp_path / 'store' / 'anyy.db'}"
+{f'url = "{backend.url}"' if backend.url else ''}
 
 [email]
 {email}
@@ -44,8 +48,7 @@ def env(home: dict[str, str]) -> dict[str, str]:
 
 
 async def rows(cfg_path: str, sql: str) -> list[tuple[Any, ...]]:
-    store_path = re.search(r'path = "(.*)"', Path(cfg_path).read_text()).group(1)  # type: ignore[union-attr]
-    async with Store(store_path) as store:
+    async with load_config(cfg_path).new_store() as store:
         return await store.run(lambda db: [tuple(r) for r in db.execute(sql).fetchall()])
 
 
@@ -136,6 +139,7 @@ async def test_killed_during_the_send_the_message_goes_out_at_most_once(cfg, env
     assert len(smtp_recorder.received) == 1
 
 
+@pytest.mark.sqlite_only  # residents share a PostgreSQL store on purpose (docs/scale.md)
 async def test_two_residents_on_one_store_the_second_refuses(tmp_path, cfg, env):
     first = await start("run", cfg, env, close_stdin=False)
     try:

@@ -21,6 +21,8 @@ from tests.support.model_wire import wire_problem
 from tests.support.side_effects import TESTING
 from toolsets.registry import TOOLSETS
 
+pytestmark = pytest.mark.both_backends
+
 
 def test_a_call_without_a_result_stays_in_view_paired_with_an_unknown_outcome():
     calls = [ToolCallRecord(id="c1", name="task_create", arguments='{"title":"milk"}'),

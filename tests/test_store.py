@@ -1,3 +1,5 @@
+import pytest
+
 import asyncio
 
 from store.db import Store
@@ -7,7 +9,11 @@ from store.inbound import InboundLog
 from store.messages import Messages, fts_quote
 from store.outbox import Outbox
 from store.records import ApprovalRecord, Inbound, MessageRecord, Origin, Outbound, iso, utcnow
+from store.memory import Memory
 from store.sessions import Sessions
+from store.tasks import Tasks
+
+pytestmark = pytest.mark.both_backends
 
 
 async def test_migrations_apply_twice(tmp_path):
@@ -67,3 +73,11 @@ async def test_approval_decided_once_under_concurrency(store):
         Outbound(origin=Origin(surface="console", chat_id="c"), text="approve?"))
     results = await asyncio.gather(*[appr.transition("ap1", ("pending",), "approved", "console:me") for _ in range(10)])
     assert sum(r is not None for r in results) == 1
+
+
+async def test_tasks_and_memory_of_every_user_for_the_dashboard(store):
+    await Tasks(store).create("telegram:1", "milk")
+    await Tasks(store).create("slack:U2", "bread")
+    await Memory(store).add("telegram:1", "user", "likes tea")
+    assert sorted(t.title for t in await Tasks(store).list(None)) == ["bread", "milk"]
+    assert [m.content for m in await Memory(store).list(None)] == ["likes tea"]

@@ -21,6 +21,8 @@ from tests.support.cli import SUBPROCESS_S
 from tests.support.side_effects import EXECUTED, TESTING
 from toolsets.registry import TOOLSETS
 
+pytestmark = pytest.mark.both_backends
+
 TASK = "CHILD-TASK: find three flights"
 
 
@@ -119,7 +121,7 @@ async def test_a_cancel_from_another_process_stops_the_job_here(harness, model):
     await harness.say("start the research in the background")
     await model.wait_for_requests(3)  # the child is waiting on the model
     job = (await SubagentJobs(harness.gw.store).for_parent("console:local"))[0]
-    other = await Store(harness.gw.store.path).open()  # the other process's connection
+    other = await Store(harness.gw.store.path, url=harness.gw.store.url).open()  # the other process's connection
     try:
         assert await SubagentJobs(other).finish(job.id, "cancelled", "cancelled by the owner") is not None
     finally:

@@ -2,8 +2,12 @@
 
 import json
 
+import pytest
+
 from tests.fixtures.model import reply, tool_call
 from tests.support.cli import anyy
+
+pytestmark = pytest.mark.both_backends
 
 
 async def test_usage_sums_the_models_reports_and_prices_them(start_console, make_config, model):

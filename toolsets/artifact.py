@@ -55,6 +55,10 @@ async def _get(ctx: ToolContext, artifact_id: str) -> ArtifactRecord:
     rec = await _artifacts(ctx).get(ctx.session_id, artifact_id)
     if rec is None:
         raise ToolError(f"no artifact {artifact_id!r} in this conversation; artifact_list shows the ids")
+    if not await asyncio.to_thread(Path(rec.path).is_file):
+        # Residents sharing a database keep files on their own disks (docs/scale.md): say so, never guess.
+        raise ToolError(f"the file of {rec.name} ({artifact_id}) is not on this machine: it was stored by another "
+                        "Anyy resident sharing this database, or deleted; send the file again to use it here")
     return rec
 
 

@@ -24,7 +24,7 @@ from gateway.automations.background import Background
 from gateway.config import Config
 from store.approvals import Approvals
 from store.db import Store
-from store.leases import OWNER, lease_until
+from store.leases import lease_until
 from store.records import ApprovalRecord, Button, Outbound, dumps, iso, parse_iso, utcnow
 from toolsets.base import Preview, Tool, ToolContext, ToolError
 
@@ -175,8 +175,9 @@ class ApprovalService:
     async def execute(self, approval_id: str) -> None:
         """Run the stored call once. The `approved -> executing` transition is the claim: whoever
         wins it runs the call; everyone else finds it taken."""
-        rec = await self.repo.transition(approval_id, ("approved",), "executing", "anyy", owner=OWNER,
-                                         lease_until=lease_until())
+        store = self.repo.store
+        rec = await self.repo.transition(approval_id, ("approved",), "executing", "anyy", owner=store.owner,
+                                         lease_until=lease_until(store.now()))
         if rec is None:
             return
         await checkpoints.reached("approval.claimed")

@@ -125,7 +125,7 @@ def _configured(config: Config, requires: str) -> bool:
 
 
 async def approvals_list(config: Config, args: argparse.Namespace) -> int:
-    async with Store(config.store_path) as store:
+    async with config.new_store() as store:
         recs = await Approvals(store).list(None if args.all else ("pending",))
     if not recs:
         print("No approvals." if args.all else "Nothing is waiting for approval.")
@@ -181,7 +181,7 @@ def since_arg(text: str) -> str:
 
 async def audit(config: Config, args: argparse.Namespace) -> int:
     since = iso(parse_since(args.since, config.tz, utcnow())) if args.since else None
-    async with Store(config.store_path) as store:
+    async with config.new_store() as store:
         events = await Audit(store).list(since=since, limit=1000, tool=args.tool)
     if args.json:
         print(json.dumps([e.model_dump() for e in events], indent=2, ensure_ascii=False))
@@ -196,7 +196,7 @@ async def audit(config: Config, args: argparse.Namespace) -> int:
 
 
 async def pairing_list(config: Config, args: argparse.Namespace) -> int:
-    async with Store(config.store_path) as store:
+    async with config.new_store() as store:
         repo = AccessRepo(store)
         pending, admitted = await repo.pending(), await repo.admitted()
     print("Pending codes:" if pending else "No pending pairing codes.")
@@ -210,7 +210,7 @@ async def pairing_list(config: Config, args: argparse.Namespace) -> int:
 
 
 async def pairing_approve(config: Config, args: argparse.Namespace) -> int:
-    async with Store(config.store_path) as store:
+    async with config.new_store() as store:
         rec = await AccessRepo(store).redeem(args.surface, args.code)
     if rec is None:
         raise AdminError(f"no pending {args.surface} pairing code {args.code!r} (codes expire after an hour)")
@@ -246,7 +246,7 @@ async def dashboard_url(config: Config, args: argparse.Namespace) -> int:
 
 
 async def automations_list(config: Config, args: argparse.Namespace) -> int:
-    async with Store(config.store_path) as store:
+    async with config.new_store() as store:
         rows = await _automations(store, config).list_all()
     if not rows:
         print("No automations.")
@@ -258,7 +258,7 @@ async def automations_list(config: Config, args: argparse.Namespace) -> int:
 
 
 async def automations_delete(config: Config, args: argparse.Namespace) -> int:
-    async with Store(config.store_path) as store:
+    async with config.new_store() as store:
         try:
             await _automations(store, config).admin_delete(args.id, actor="cli:owner")
         except AutomationError as exc:

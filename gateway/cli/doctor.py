@@ -15,7 +15,8 @@ from gateway.approvals.policy import PolicyHookError, load_hook
 from gateway.redaction import configured_secrets, redact
 from gateway.services.factory import computer_use_check, connector_checks
 from gateway.surfaces import build_surfaces
-from store.db import Store, StoreError
+from store.db import StoreError
+from store.records import iso
 
 OK, BAD, WARN = "✓", "✗", "!"
 
@@ -82,12 +83,21 @@ def _zone(config: Config) -> tuple[str, str, str]:
 async def _store(config: Config) -> tuple[str, str, str]:
     if problem := store_dir_problem(config):
         return BAD, "store", problem
+    store = config.new_store()
     try:
-        async with Store(config.store_path):
-            pass
+        async with store:
+            holders = await store.run(lambda db: db.execute(
+                "SELECT name, owner FROM leases WHERE lease_until > ? ORDER BY name", [iso(store.now())]).fetchall())
     except StoreError as exc:
-        return BAD, "store", f"{exc} (check that {config.store_path.parent} is writable, or set [store] path)"
-    return OK, "store", str(config.store_path)
+        hint = ("check that the server is up, the URL and [store] password_env" if config.store.url
+                else f"check that {config.store_path.parent} is writable, or set [store] path")
+        return BAD, "store", f"{exc} ({hint})"
+    polls = [f"{name.removeprefix('poll:')} polled by {owner}" for name, owner in holders if name.startswith("poll:")]
+    lanes = sum(1 for name, _ in holders if name.startswith("lane:"))
+    detail = f"{store.dialect} {store.where}: reachable, migrated"
+    if config.store.url:
+        detail += "; " + ", ".join([*polls, f"{lanes} conversation(s) in a turn"])
+    return OK, "store", detail
 
 
 async def _model(config: Config) -> tuple[str, str, str]:

@@ -29,7 +29,7 @@ CHAT_HISTORY = "chat_history"  # the terminal chat's prompt history
 
 async def run(config: Config, args: argparse.Namespace) -> int:
     """The resident process: every configured surface and the scheduler, until SIGTERM/SIGINT."""
-    lock = ResidentLock(config.store_path, config.data_dir)
+    lock = ResidentLock(config.store_path, config.data_dir, shared=bool(config.store.url))
     lock.acquire()
     # Installed before anything is started or printed: a SIGTERM that arrives while surfaces start
     # (or right after a caller sees the first status line) still shuts down cleanly.
@@ -81,7 +81,7 @@ async def start_dashboard(gw: Gateway) -> Dashboard | None:
 
 async def chat(config: Config, args: argparse.Namespace) -> int:
     """The console chat. Owns the scheduler and recovery when no resident process holds the store."""
-    lock = ResidentLock(config.store_path, config.data_dir)
+    lock = ResidentLock(config.store_path, config.data_dir, shared=bool(config.store.url))
     try:
         lock.acquire()
         resident = True

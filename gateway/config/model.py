@@ -73,7 +73,18 @@ class ModelConfig(Section):
 
 
 class StoreConfig(Section):
-    path: str = ""
+    path: str = ""  # the SQLite file (default <data dir>/anyy.db); with `url`, only what sits beside it
+    # postgresql://USER[:PASSWORD]@HOST:PORT/DB: a PostgreSQL database several residents share
+    # (docs/scale.md). Empty: the SQLite file.
+    url: str = ""
+    password_env: str = ""  # the variable holding the database password, when the URL has none
+
+    @field_validator("url")
+    @classmethod
+    def _postgres_url(cls, value: str) -> str:
+        if value and not value.startswith(("postgresql://", "postgres://")):
+            raise ValueError("must be a postgresql://USER@HOST:PORT/DB URL (or empty for the SQLite file)")
+        return value
 
 
 def system_zone() -> tuple[str, str]:
@@ -244,6 +255,13 @@ class Config(Section):
     @property
     def store_path(self) -> Path:
         return Path(self.store.path).expanduser() if self.store.path else self.data_dir / "anyy.db"
+
+    def new_store(self, owner: str | None = None) -> Any:
+        """A `store.db.Store` (unopened) for `[store]`: the SQLite file, or the PostgreSQL `url`."""
+        from store.db import Store
+
+        password = secret(self.store.password_env) if self.store.password_env else None
+        return Store(self.store_path, url=self.store.url or None, password=password, owner=owner)
 
     @property
     def workspace_root(self) -> Path:

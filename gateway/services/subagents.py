@@ -23,9 +23,9 @@ from typing import Any, Protocol
 from gateway.automations.background import Background
 from gateway.config import SubagentsConfig
 from store.db import Store
-from store.leases import OWNER, owner_alive
+from store.leases import lease_until, owner_alive
 from store.messages import Messages
-from store.records import Outbound, SessionRecord, SubagentJob, iso, utcnow
+from store.records import Outbound, SessionRecord, SubagentJob, iso, parse_iso, utcnow
 from store.sessions import Sessions
 from store.subagents import SubagentJobs
 from toolsets.base import Risk, ToolContext, ToolError, Toolset
@@ -101,7 +101,8 @@ class SubagentService:
         job = SubagentJob(id=job_id, parent_session_id=parent.session_id, child_session_id=CHILD_PREFIX + job_id,
                           user_key=parent.user_key, origin=parent.origin, task=task.strip(),
                           toolsets=[ts.name for ts in chosen], depth=depth, mode=mode,  # type: ignore[arg-type]
-                          owner_pid=os.getpid(), owner=OWNER, created_at=iso(utcnow()))
+                          owner_pid=os.getpid(), owner=self.jobs.store.owner, created_at=iso(utcnow()),
+                          lease_until=lease_until(self.jobs.store.now()))
         if not await self.jobs.create_if_room(job, self.config.max_concurrent):
             raise ToolError(f"{self.config.max_concurrent} helpers are already running for you; wait for one to "
                             "finish or cancel one (subagent_cancel)")
@@ -225,12 +226,15 @@ class SubagentService:
     async def recover(self) -> None:
         """At a resident start: jobs still marked running belonged to a process that is gone (its pid
         gone or now another process's, or this very process's predecessor); they are reported as
-        interrupted, never re-run."""
+        interrupted, never re-run. A job whose lease lapsed counts as gone too: its owner may be another
+        machine's resident, which this one cannot look up."""
+        store = self.jobs.store
         for job in await self.jobs.running():
-            mine = job.owner == OWNER if job.owner else job.owner_pid == os.getpid()
+            mine = job.owner == store.owner if job.owner else job.owner_pid == os.getpid()
             alive = owner_alive(job.owner) if job.owner else _alive(job.owner_pid)
-            if not mine and alive:
-                continue  # a live `anyy chat` next to us owns it
+            lapsed = job.lease_until is not None and parse_iso(job.lease_until) <= store.now()
+            if not mine and alive and not lapsed:
+                continue  # a live `anyy chat` or another resident owns it
             done = await self.jobs.finish(job.id, "interrupted", "Anyy stopped while this ran")
             if done is not None:
                 log.info("subagent_interrupted job=%s", job.id)

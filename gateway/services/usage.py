@@ -82,7 +82,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
 
 async def usage_cli(config: Config, args: argparse.Namespace) -> int:
     since = datetime.combine(args.since, time(), config.tz) if args.since else utcnow() - timedelta(days=30)
-    async with Store(config.store_path) as store:
+    async with config.new_store() as store:
         data = summary(await UsageRepo(store).totals(since=iso(since)), config.model)
         images = await UsageRepo(store).tool_runs("image_generate", since=iso(since))
     if args.json:

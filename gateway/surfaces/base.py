@@ -71,6 +71,21 @@ class Surface(abc.ABC):
     name: str = ""
     has_buttons: bool = False
     max_text: int = 4000
+    # Whether start() also begins pulling updates (`pulls`). Residents sharing a store set it False and
+    # pull only while they hold the surface's lease (gateway/surfaces/pull_lease.py).
+    pull_on_start: bool = True
+
+    @property
+    def pulls(self) -> bool:
+        """Whether it receives by asking the platform (Telegram getUpdates, Slack Socket Mode), which
+        one process at a time may do, rather than being pushed to (a webhook, Slack HTTP)."""
+        return False
+
+    async def start_pulling(self) -> None:
+        """Begin pulling updates (a surface that `pulls`, after a start without it)."""
+
+    async def stop_pulling(self) -> None:
+        """Stop pulling updates; sending still works."""
 
     @abc.abstractmethod
     async def start(self, gateway: GatewayPort) -> None:
@@ -90,7 +105,8 @@ class Surface(abc.ABC):
         return None
 
     def status(self) -> str:
-        """One word for `messaging_status`: "up", "down", "starting"."""
+        """One word for `messaging_status`: "up", "down", "starting", "standby" (sending, while another
+        resident sharing the store pulls its updates)."""
         return "up"
 
     @contextlib.asynccontextmanager

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections import defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -32,6 +31,7 @@ from gateway.services.media import Media
 from gateway.surfaces.base import Surface
 from gateway.turns.compaction import Compactor
 from gateway.turns.history import HistoryWindows, external_sources, to_chat
+from gateway.turns.lanes import Lanes
 from gateway.turns.live_reply import LiveReply
 from gateway.turns.prompt import system_prompt
 from gateway.turns.reply_calls import TurnCalls
@@ -80,7 +80,7 @@ class Runtime:
         self.compactor = Compactor(self.messages, self.windows, model)
         self.inbound_log = InboundLog(store)
         self.media = Media(config, services.get("artifacts"), services.get("speech"))
-        self._lanes: dict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+        self._lanes = Lanes(store)
         self._turns = Background()
         self._tool_toolset = {t.name: ts.name for ts in toolsets for t in ts.tools}
         self._schemas: dict[str, tuple[Tool, ToolSchema]] = {}
@@ -131,7 +131,7 @@ class Runtime:
 
     async def _handle(self, queue_id: int, inbound: Inbound) -> None:
         sid = self.session_id(inbound)
-        async with self._lanes[sid]:
+        async with self._lanes.hold(sid):
             try:
                 await self._turn(queue_id, inbound, sid)
             except Exception:  # a bug in one turn must not kill the lane; the person hears about it
@@ -181,7 +181,7 @@ class Runtime:
             self._compact_after(session, outbox_id)
 
     async def _follow_up(self, session_id: str, event: str, dedupe: str, tainted_by: list[str]) -> None:
-        async with self._lanes[session_id]:
+        async with self._lanes.hold(session_id):
             session = await self.sessions.get(session_id)
             if session is None:
                 return

@@ -67,6 +67,7 @@ class SlackSurface(Surface):
         self._bot_user_id = ""
         self._socket: SocketConnection | None = None
         self._http: HttpReceiver | None = None
+        self._bolt: AsyncApp | None = None  # kept to open a new Socket Mode connection (start_pulling)
         self._presses: set[asyncio.Task[None]] = set()
         self._posted: dict[int, list[str]] = {}  # outbox id -> ts of the parts an interrupted delivery sent
 
@@ -108,18 +109,31 @@ class SlackSurface(Surface):
         app.event("app_mention")(self._on_event)
         app.action(ACTION_ID)(self._on_action)
         app.command(COMMAND)(self._on_command)
+        self._bolt = app
         if self.cfg.mode == "socket":
-            self._socket = SocketConnection(app, self._app_token or "", self.cfg.socket_stale_s)
-            await self._socket.start()
+            if self.pull_on_start:
+                await self.start_pulling()
         else:
             self._http = HttpReceiver(app, self.cfg.listen, self.cfg.port)
             await self._http.start()
 
-    async def stop(self) -> None:
-        self._state = "down"
+    @property
+    def pulls(self) -> bool:
+        return self.cfg.mode == "socket"
+
+    async def start_pulling(self) -> None:
+        if self._socket is None and self._bolt is not None:
+            self._socket = SocketConnection(self._bolt, self._app_token or "", self.cfg.socket_stale_s)
+            await self._socket.start()
+
+    async def stop_pulling(self) -> None:
         if self._socket is not None:
             await self._socket.stop()
             self._socket = None
+
+    async def stop(self) -> None:
+        self._state = "down"
+        await self.stop_pulling()
         if self._http is not None:
             await self._http.stop()
             self._http = None
@@ -131,6 +145,8 @@ class SlackSurface(Surface):
         log.info("slack_stopped")
 
     def status(self) -> str:
+        if self._state == "up" and self.pulls and self._socket is None:
+            return "standby"  # sending; another resident sharing the store holds Socket Mode
         if self._state == "up" and self._socket is not None and not self._socket.connected:
             return "down"
         return self._state

@@ -110,15 +110,30 @@ class TelegramSurface(Surface):
         await app.start()
         assert app.updater is not None  # the builder made one: no .updater(None) above
         if webhook_secret is None:
-            await app.updater.start_polling(
-                timeout=dtm.timedelta(seconds=self.cfg.poll_timeout_s), bootstrap_retries=3,
-                allowed_updates=ALLOWED_UPDATES, drop_pending_updates=False, error_callback=self._on_poll_error)
+            if self.pull_on_start:
+                await self.start_pulling()
         else:
             self._webhook = WebhookReceiver(app.bot, self._queue, webhook_secret, listen=self.cfg.listen,
                                             port=self.cfg.port, path=urlparse(self.cfg.webhook_url).path)
             await self._webhook.start()  # listening before Telegram is told where to push
             await self._set_webhook(app.bot, webhook_secret)
         log.info("telegram_started mode=%s bot=%s", self.cfg.mode, app.bot.username)
+
+    @property
+    def pulls(self) -> bool:
+        return self.cfg.mode != "webhook"
+
+    async def start_pulling(self) -> None:
+        app = self._app
+        if app is not None and app.updater is not None and not app.updater.running:
+            await app.updater.start_polling(
+                timeout=dtm.timedelta(seconds=self.cfg.poll_timeout_s), bootstrap_retries=3,
+                allowed_updates=ALLOWED_UPDATES, drop_pending_updates=False, error_callback=self._on_poll_error)
+
+    async def stop_pulling(self) -> None:
+        app = self._app
+        if app is not None and app.updater is not None and app.updater.running:
+            await app.updater.stop()
 
     def _webhook_secret(self) -> str:
         if not self.cfg.webhook_url:
@@ -169,7 +184,10 @@ class TelegramSurface(Surface):
         if app is None:
             return "down"
         polling = app.updater is not None and app.updater.running
-        return "up" if polling or (self._webhook is not None and self._webhook.running) else "down"
+        if polling or (self._webhook is not None and self._webhook.running):
+            return "up"
+        # Sending works; another resident sharing the store polls (gateway/surfaces/pull_lease.py).
+        return "standby" if self.pulls and not self.pull_on_start and app.running else "down"
 
     # -- receiving ----------------------------------------------------------------------------------
 
