@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from connectors.calendar import CalendarClient, CalendarNotFound, CalendarSettings
 from connectors.email import EmailClient, EmailSettings
+from connectors.private_paths import PrivatePaths
 from connectors.processes import Settings
 from connectors.shellrules import Rule
 from connectors.skills import SkillLibrary
@@ -88,7 +89,9 @@ def connectors(config: Config) -> dict[str, Any]:
 
 
 def workspace(config: Config) -> Workspace:
-    return Workspace(config.workspace_root, [Path(p) for p in config.workspace.write_roots])
+    ws = Workspace(config.workspace_root, [Path(p) for p in config.workspace.write_roots])
+    ws.private = private_paths(config, ws)
+    return ws
 
 
 def terminal(config: Config, store: Store) -> Terminal:
@@ -101,7 +104,15 @@ def terminal(config: Config, store: Store) -> Terminal:
                         secret_names=frozenset(config.secret_env_names()), sandbox=cfg.sandbox == "bwrap",
                         network=cfg.network)
     return Terminal(store=store, settings=settings, logs_dir=data / "processes", timeout_s=cfg.timeout_s,
-                    rules=tuple(Rule(r.program, r.subcommand) for r in cfg.allowlist), home=str(Path.home()))
+                    rules=tuple(Rule(r.program, r.subcommand) for r in cfg.allowlist), home=str(Path.home()),
+                    private=private_paths(config, ws))
+
+
+def private_paths(config: Config, ws: Workspace) -> PrivatePaths:
+    """Anyy's own files (the data directory, the store, the config file) that no read without approval
+    may touch; the workspace and the write roots stay readable wherever they are."""
+    own = [config.store_path.parent, config.data_dir, *([Path(config.source)] if Path(config.source).is_file() else [])]
+    return PrivatePaths(own, ws.roots())
 
 
 @dataclass(frozen=True)

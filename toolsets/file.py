@@ -1,7 +1,7 @@
 """The file toolset: read and search freely; write and patch only inside the workspace, after approval.
 
 `read_file` and `search_files` anchor relative paths to the workspace and read absolute paths wherever
-the process may read. `write_file` and `patch` are ChangePlan-gated: the owner sees a unified diff (a new
+the process may read, except other processes' /proc entries and Anyy's own files (refused). `write_file` and `patch` are ChangePlan-gated: the owner sees a unified diff (a new
 file: its content) bound to the file's content hash, or to its absence. Overwriting or patching needs
 that this session read the file and that it is unchanged since ("read before overwrite"); at execution
 the hash is checked again by the approval (the binding) and once more right before the atomic rename.
@@ -80,7 +80,7 @@ async def read_file(ctx: ToolContext, path: str, offset: Annotated[int, Field(ge
         limit: how many lines to show.
     """
     try:
-        target = _workspace(ctx).resolve(path)
+        target = _workspace(ctx).resolve_read(path)
     except WorkspaceError as exc:
         raise ToolError(str(exc)) from None
     data = await asyncio.to_thread(_read_bytes, target)
@@ -103,7 +103,8 @@ async def read_file(ctx: ToolContext, path: str, offset: Annotated[int, Field(ge
     return header + "\n" + ctx.external(f"file {target}", text)
 
 
-def _search(root: Path, pattern: re.Pattern[str] | None, glob: str, max_results: int) -> tuple[list[str], bool]:
+def _search(ws: Workspace, root: Path, pattern: re.Pattern[str] | None, glob: str,
+            max_results: int) -> tuple[list[str], bool]:
     """Matching lines (`path:line: text`), or with no pattern matching file names; hidden entries skipped."""
     out: list[str] = []
     if root.is_file():
@@ -122,7 +123,7 @@ def _search(root: Path, pattern: re.Pattern[str] | None, glob: str, max_results:
             continue
         if pattern is None:
             out.append(rel)
-        else:
+        elif ws.readable(f):
             try:
                 if f.stat().st_size > 2 * 1024 * 1024:
                     continue
@@ -154,7 +155,8 @@ async def search_files(ctx: ToolContext, pattern: str = "", path: str = ".", glo
         max_results: stop after this many matching lines or files.
     """
     try:
-        root = _workspace(ctx).resolve(path)
+        ws = _workspace(ctx)
+        root = ws.resolve_read(path, recursive=True)
         regex = re.compile(pattern, re.IGNORECASE if ignore_case else 0) if pattern else None
     except WorkspaceError as exc:
         raise ToolError(str(exc)) from None
@@ -162,7 +164,7 @@ async def search_files(ctx: ToolContext, pattern: str = "", path: str = ".", glo
         raise ToolError(f"invalid regular expression {pattern!r}: {exc}") from None
     if not root.exists():
         raise ToolError(f"{root} does not exist")
-    found, cut = await asyncio.to_thread(_search, root, regex, glob, max_results)
+    found, cut = await asyncio.to_thread(_search, ws, root, regex, glob, max_results)
     what = "matching lines" if regex else "files"
     head = f"{len(found)} {what} under {root}" + (f" (stopped at {max_results}; narrow the search)" if cut else "")
     return head + ("\n" + ctx.external(f"files under {root}", "\n".join(found)) if found else "")

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from connectors import processes
+from connectors.private_paths import PrivatePaths
 from connectors.processes import Job, Settings
 from connectors.shellrules import Rule
 from store.db import Store
@@ -33,6 +34,7 @@ class Terminal:
     timeout_s: float = 120.0
     rules: tuple[Rule, ...] = ()
     home: str = ""
+    private: PrivatePaths = field(default_factory=PrivatePaths)  # what no unapproved command may read
     _live: dict[str, Job] = field(default_factory=dict)
     _watchers: set[asyncio.Task[None]] = field(default_factory=set)
     _ending: dict[str, str] = field(default_factory=dict)  # id -> the state a deliberate stop records

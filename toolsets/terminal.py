@@ -11,11 +11,13 @@ as external content.
 from __future__ import annotations
 
 import asyncio
+import shlex
 from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
+from connectors.gitguard import disarmed
 from connectors.processes import ProcessError, read_output
 from connectors.sandbox import SandboxError
 from connectors.shellrules import ShellClass, Verdict, classify
@@ -41,6 +43,7 @@ TOOLSET = Toolset(
 
 MAX_OUTPUT_BYTES = 100_000
 WAIT_S = 30.0
+_CONTENT_READERS = {"grep", "rg", "git"}  # descend into a folder and show what the files say
 _GATED = {"risk": Risk.RUNTIME_HIGH, "approval": ApprovalPolicy.HOOK, "execution": ExecutionPolicy.CHANGE_PLAN}
 _POLICY = {ShellClass.ALLOW: ExecutionPolicy.AUDIT, ShellClass.CHANGE_PLAN: ExecutionPolicy.CHANGE_PLAN,
            ShellClass.FORCE: ExecutionPolicy.FORCE_CHANGE_PLAN}
@@ -54,12 +57,24 @@ def _terminal(ctx: ToolContext) -> Terminal:
 
 
 def _classify(term: Terminal, command: str) -> Verdict:
-    return classify(command, term.rules, workspace=str(term.settings.workspace), home=term.home)
+    verdict = classify(command, term.rules, workspace=str(term.settings.workspace), home=term.home)
+    if verdict.kind is not ShellClass.ALLOW:
+        return verdict
+    # A read-only command is still not for running unseen when it reads a process's /proc entry (the
+    # resident's environment holds the model key) or Anyy's own files: it is held like any other.
+    words = shlex.split(command)
+    why = term.private.first_refusal(words[1:], term.settings.workspace, recursive=words[0] in _CONTENT_READERS)
+    return Verdict(ShellClass.CHANGE_PLAN, why) if why else verdict
 
 
-def _argv(verdict: Verdict, command: str) -> list[str]:
-    # What the allowlist approved runs as an argument vector, so no shell can read more into it.
-    return verdict.argv if verdict.kind is ShellClass.ALLOW else ["bash", "-c", command]
+async def _argv(term: Terminal, verdict: Verdict, command: str) -> list[str]:
+    # What the allowlist approved runs as an argument vector, so no shell can read more into it; an
+    # allowlisted git also gets the repository's own filter and diff drivers switched off.
+    if verdict.kind is not ShellClass.ALLOW:
+        return ["bash", "-c", command]
+    if verdict.argv[0] == "git":
+        return await disarmed(verdict.argv, term.settings.workspace, term.settings.env())
+    return verdict.argv
 
 
 @TOOLSET.tool(**_GATED, visible_chars=8000, stored_chars=100_000)
@@ -76,8 +91,8 @@ async def bash(ctx: ToolContext, command: str, timeout_s: Annotated[float | None
     """
     term = _terminal(ctx)
     verdict = _classify(term, command)
-    argv = _argv(verdict, command)
     try:
+        argv = await _argv(term, verdict, command)
         if background:
             rec = await term.start(ctx.session_id, ctx.user_key, command, argv)
             return (f"started process {rec.id} (pid {rec.pid}) in {rec.cwd}. Follow it with "
@@ -85,6 +100,8 @@ async def bash(ctx: ToolContext, command: str, timeout_s: Annotated[float | None
         res = await term.run(argv, timeout_s or term.timeout_s, MAX_OUTPUT_BYTES)
     except (ProcessError, SandboxError) as exc:
         raise ToolError(str(exc)) from None
+    except (OSError, TimeoutError) as exc:  # git's config could not be listed: nothing ran
+        raise ToolError(f"cannot prepare git safely ({type(exc).__name__}); nothing ran") from None
     status = f"exit code {res.exit_code}" if not res.timed_out else \
         f"timed out after {timeout_s or term.timeout_s:g} s and was stopped (exit code {res.exit_code})"
     facts = [status, f"duration {res.duration_s:.2f} s", f"output {res.output.total_bytes} bytes"]
