@@ -18,7 +18,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, Field
 
 from connectors.gitguard import disarmed
-from connectors.processes import ProcessError, read_output
+from connectors.processes import ProcessError, hit_file_limit, read_output
 from connectors.sandbox import SandboxError
 from connectors.shellrules import ShellClass, Verdict, classify
 from store.records import ProcessRecord
@@ -42,6 +42,7 @@ TOOLSET = Toolset(
 )
 
 MAX_OUTPUT_BYTES = 100_000
+ALLOWLISTED_OUTPUT_BYTES = 64 * 2**20  # every file an allowlisted command writes, its output included
 WAIT_S = 30.0
 _CONTENT_READERS = {"grep", "rg", "git"}  # descend into a folder and show what the files say
 _GATED = {"risk": Risk.RUNTIME_HIGH, "approval": ApprovalPolicy.HOOK, "execution": ExecutionPolicy.CHANGE_PLAN}
@@ -86,24 +87,29 @@ async def bash(ctx: ToolContext, command: str, timeout_s: Annotated[float | None
 
     Args:
         command: the command line, run with bash -c.
-        timeout_s: stop it after this many seconds (default from config).
+        timeout_s: stop it after this many seconds (default from config; in the background: none).
         background: start it and return a process id at once; follow it with the process tool.
     """
     term = _terminal(ctx)
     verdict = _classify(term, command)
     try:
         argv = await _argv(term, verdict, command)
+        # A command nobody approved only prints: its output file is bounded, so it cannot fill the disk.
+        limit = ALLOWLISTED_OUTPUT_BYTES if verdict.kind is ShellClass.ALLOW else None
         if background:
-            rec = await term.start(ctx.session_id, ctx.user_key, command, argv)
-            return (f"started process {rec.id} (pid {rec.pid}) in {rec.cwd}. Follow it with "
-                    f"process(action='poll', id='{rec.id}'); 'log', 'wait', 'write', 'kill' also work.")
-        res = await term.run(argv, timeout_s or term.timeout_s, MAX_OUTPUT_BYTES)
+            rec = await term.start(ctx.session_id, ctx.user_key, command, argv, timeout_s=timeout_s,
+                                   max_file_bytes=limit)
+            return (f"started process {rec.id} (pid {rec.pid}) in {rec.cwd}; {_background_timeout(timeout_s)}. "
+                    f"Follow it with process(action='poll', id='{rec.id}'); 'log', 'wait', 'write', 'kill' also work.")
+        res = await term.run(argv, timeout_s or term.timeout_s, MAX_OUTPUT_BYTES, max_file_bytes=limit)
     except (ProcessError, SandboxError) as exc:
         raise ToolError(str(exc)) from None
     except (OSError, TimeoutError) as exc:  # git's config could not be listed: nothing ran
         raise ToolError(f"cannot prepare git safely ({type(exc).__name__}); nothing ran") from None
     status = f"exit code {res.exit_code}" if not res.timed_out else \
         f"timed out after {timeout_s or term.timeout_s:g} s and was stopped (exit code {res.exit_code})"
+    if hit_file_limit(res.exit_code):
+        status = f"stopped at the output limit of {ALLOWLISTED_OUTPUT_BYTES // 2**20} MB"
     facts = [status, f"duration {res.duration_s:.2f} s", f"output {res.output.total_bytes} bytes"]
     if res.output.truncated:
         facts.append("output truncated (the middle is omitted)")
@@ -126,14 +132,21 @@ async def _bash_preview(ctx: ToolContext, args: BaseModel) -> Preview:
     verdict = _classify(term, command)
     s = term.settings
     sandbox = ("bwrap, " + ("with network" if s.network else "no network")) if s.sandbox else "none"
-    lines = [f"$ {command}", "", f"directory: {s.workspace}",
-             f"timeout: {(args.timeout_s or term.timeout_s):g} s" + (" · in the background" if args.background else ""),  # type: ignore[attr-defined]
-             f"sandbox: {sandbox}"]
+    timeout_s: float | None = args.timeout_s  # type: ignore[attr-defined]
+    if args.background:  # type: ignore[attr-defined]
+        timeout = (f"{timeout_s:g} s" if timeout_s else "none, runs until stopped") + " · in the background"
+    else:
+        timeout = f"{(timeout_s or term.timeout_s):g} s"
+    lines = [f"$ {command}", "", f"directory: {s.workspace}", f"timeout: {timeout}", f"sandbox: {sandbox}"]
     if verdict.kind is ShellClass.FORCE:
         lines.insert(0, f"⚠️ DESTRUCTIVE ({verdict.reason}): read it twice.")
     else:
         lines.append(f"needs approval: {verdict.reason}")
     return Preview(text="\n".join(lines))
+
+
+def _background_timeout(timeout_s: float | None) -> str:
+    return f"it is stopped after {timeout_s:g} s" if timeout_s else "it runs until stopped"
 
 
 # -- process ----------------------------------------------------------------------------------------
@@ -143,6 +156,8 @@ Action = Literal["list", "poll", "log", "wait", "kill", "write", "submit", "clos
 
 def _line(rec: ProcessRecord) -> str:
     code = f", exit code {rec.exit_code}" if rec.exit_code is not None else ""
+    if hit_file_limit(rec.exit_code):
+        code += f", stopped at the output limit of {ALLOWLISTED_OUTPUT_BYTES // 2**20} MB"
     return f"{rec.id} [{rec.state}{code}] pid {rec.pid}, started {rec.started_at[:19]}Z: {rec.command[:200]}"
 
 
