@@ -1,7 +1,8 @@
 """The console surface: a terminal chat. Interactive on a TTY; line-per-message when piped.
 
 A streamed reply is printed as it arrives: each rewrite of the message that only adds to the text prints
-what was added, and the line ends when the reply is complete.
+what was added, and the line ends when the reply is complete. Control characters are printed as their
+escapes (`\x1b`, `\r`), so no text can move the cursor or rewrite what the owner sees.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import TextIO
 
 from gateway.surfaces.base import GatewayPort, LiveSettings, Surface
 from store.records import Inbound, Origin, OutboxItem
+from toolsets.controls import visible
 
 CHAT_ID = "local"
 
@@ -61,7 +63,7 @@ class ConsoleSurface(Surface):
                 text = "anyy> " + text
         if out.partial:
             self._printed[platform_id] = body
-        self.out.write(text)
+        self.out.write(visible(text))  # a terminal obeys escape sequences: none reaches it unseen
         self.out.flush()
         return platform_id
 
