@@ -96,8 +96,14 @@ class SubagentService:
         return job.depth if job else 0
 
     async def _toolsets_for(self, parent: ToolContext, requested: Sequence[str] | None, depth: int) -> list[Toolset]:
-        """The child's toolsets: what the parent's user may use, minus what children never get."""
-        usable = {ts.name: ts for ts in await self.gateway.runtime.offered(parent.user_key)
+        """The child's toolsets: at most what the parent's turns may have (its user's role, cut to its
+        session's: an automation's turn never hands its helper the automation toolset), minus what
+        children never get."""
+        runtime = self.gateway.runtime
+        offered = await runtime.offered(parent.user_key)
+        session = await runtime.sessions.get(parent.session_id)
+        offered = await runtime.within_session(session, offered) if session is not None else []
+        usable = {ts.name: ts for ts in offered
                   if ts.name not in NEVER_FOR_CHILDREN and (ts.name != SUBAGENTS or depth < self.config.max_depth)}
         if requested is None:
             names = [n for n, ts in usable.items() if read_only(ts)]
