@@ -121,6 +121,7 @@ class VisionLimits:
 
     max_side: int
     max_bytes: int
+    max_pixels: int  # an image with more is never decoded
 
 
 def speech_engine(config: Config) -> SpeechEngine | None:
@@ -154,7 +155,8 @@ def media_services(config: Config, store: Store) -> dict[str, Any]:
     if engine is not None:
         out["tts"] = engine
     if config.model.vision:
-        out["vision"] = VisionLimits(max_side=config.model.image_max_side, max_bytes=config.model.image_max_kb * 1024)
+        out["vision"] = VisionLimits(max_side=config.model.image_max_side, max_bytes=config.model.image_max_kb * 1024,
+                                     max_pixels=config.artifacts.max_image_pixels)
     return out
 
 
