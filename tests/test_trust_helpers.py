@@ -74,9 +74,12 @@ async def test_the_turn_after_an_automations_approval_cannot_create_automations(
     model.script(tool_call("side_effect", {"note": "weekly email"}), reply("Asked for approval."))
     await harness.gw.run_prompt(rec, iso(utcnow()))
     [held] = await Approvals(harness.gw.store).list(("pending",))
-    model.script(tool_call("automation_create", CREATE), reply("Scheduled a retry."))
+    model.script(tool_call("load_toolsets", {"names": ["automation"]}), tool_call("automation_create", CREATE),
+                 reply("Scheduled a retry."))
     await harness.say(f"/deny {held.id}")
     await harness.gw.idle()
-    follow_up = model.requests[-2]
-    assert "automation_create" not in follow_up.tool_names
+    results = [m["content"] for m in model.requests[-1].messages if m["role"] == "tool"]
+    assert "unknown toolset(s): automation" in results[-2], results
+    assert all("automation_create" not in r.tool_names for r in model.requests)
     assert await Automations(harness.gw.store).list("console:owner") == []
+    assert [a.tool for a in await Approvals(harness.gw.store).list(("pending",))] == []
