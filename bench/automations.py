@@ -21,7 +21,7 @@ from datetime import timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
-from gateway.scheduler import AutomationService
+from gateway.automations.scheduler import AutomationService
 from store.db import Store
 from store.outbox import Outbox
 from store.records import Origin, Outbound, parse_iso, utcnow

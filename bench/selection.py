@@ -25,8 +25,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from gateway.config import McpServerConfig
-from gateway.mcp import McpTools
-from gateway.selection import schema_bytes, select_toolsets, tools_for
+from gateway.selection.selector import schema_bytes, select_toolsets, tools_for
+from gateway.services.mcp import McpTools
 from toolsets.base import Toolset
 from toolsets.loader import loader_tool
 from toolsets.registry import TOOLSETS as BUILT_IN

@@ -24,8 +24,8 @@ from store.records import ApprovalRecord, Inbound, PairingRecord, iso, utcnow
 from toolsets.base import Toolset
 
 if TYPE_CHECKING:
-    from gateway.approvals import ApprovalService
-    from gateway.scheduler import AutomationService
+    from gateway.approvals.service import ApprovalService
+    from gateway.automations.scheduler import AutomationService
 
 log = logging.getLogger(__name__)
 

@@ -15,19 +15,19 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from gateway.access import Access
-from gateway.approvals import ApprovalService
-from gateway.commands import Commands
+from gateway.approvals.policy import Policy
+from gateway.approvals.service import ApprovalService
 from gateway.config import Config, secret
-from gateway.context import TurnContext
 from gateway.llm import make_client
 from gateway.llm.types import ModelClient
-from gateway.media import run_retention, sweep_expired
 from gateway.outbox import OutboxService
-from gateway.policy import Policy
-from gateway.runtime import Runtime
-from gateway.services import build_services
+from gateway.services.factory import GatewayPorts, SurfaceStatus, build_services
+from gateway.services.media import run_retention, sweep_expired
 from gateway.surfaces.base import Surface
-from gateway.toolcalls import ToolCaller
+from gateway.turns.commands import Commands
+from gateway.turns.runtime import Runtime
+from gateway.turns.tool_call import ToolCaller
+from gateway.turns.tool_context import TurnContext
 from store import leases
 from store.audit import Audit
 from store.db import Store
@@ -38,7 +38,7 @@ from toolsets.base import Tool, Toolset
 from toolsets.registry import TOOLSETS
 
 if TYPE_CHECKING:
-    from gateway.mcp import McpTools
+    from gateway.services.mcp import McpTools
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ class Gateway:
         # MCP toolsets are built from the configured servers; their tools fill in once each server lists them.
         self.mcp: McpTools | None = None
         if config.mcp.enabled:
-            from gateway import mcp  # the MCP SDK (most of a second to import) only when it is used
+            from gateway.services import mcp  # the MCP SDK (most of a second to import) only when it is used
 
             self.mcp = mcp.McpTools(config.mcp.enabled)
         mcp_toolsets = list(self.mcp.toolsets.values()) if self.mcp else []
@@ -99,7 +99,10 @@ class Gateway:
                                          self._context_for, self._on_outcome, self.access.may_decide)
         caller = ToolCaller(tools, Policy(self.config.tool_governance, self.config.approvals), self.approvals,
                             Audit(self.store), self.access, ToolJournal(self.store))
-        self.services.update(await build_services(self))
+        ports = GatewayPorts(enqueue=self.outbox.enqueue, run_prompt=self.run_prompt, may_run=self.access.allowed_key,
+                             turns=lambda: self.runtime, surfaces=SurfaceStatus(self.started, self.surfaces),
+                             resident=self.resident)
+        self.services.update(await build_services(self.config, self.store, ports))
         self.runtime = Runtime(self.store, self.config, self.model, self.toolsets, self.services, self.outbox, caller,
                                self.access, surfaces={s.name: s for s in self.surfaces})
         self.runtime.commands = Commands(self.runtime, self.approvals)

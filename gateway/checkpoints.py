@@ -10,7 +10,8 @@
 
 Steps: `model.before_call`, `tool.ran` (a direct tool returned, its result not stored yet),
 `approval.held` (the approval and its prompt stored, the tool result not yet), `approval.claimed` (an
-approved call claimed for execution, its effect not started).
+approved call claimed for execution, its effect not started), `approval.ran` (its effect done, the
+outcome not recorded yet).
 """
 
 from __future__ import annotations

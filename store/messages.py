@@ -94,7 +94,7 @@ class Messages:
         return await self.store.run(op)
 
     async def latest_summary(self, session_id: str, epoch: int) -> MessageRecord | None:
-        """The session's newest summary row (see gateway/compaction.py), if any."""
+        """The session's newest summary row (see gateway/turns/compaction.py), if any."""
 
         def op(db: Database) -> MessageRecord | None:
             rows = db.execute_returning_dicts(

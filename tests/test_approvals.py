@@ -202,7 +202,7 @@ async def test_approvals_command_lists_pending(gated, model):
 
 
 def test_approval_ids_are_unguessable_and_shell_safe():
-    from gateway.approvals import new_approval_id
+    from gateway.approvals.service import new_approval_id
 
     ids = {new_approval_id() for _ in range(2000)}
     assert len(ids) == 2000

@@ -15,7 +15,7 @@ import pytest
 from PIL import Image
 
 from connectors.speech import Transcriber
-from gateway.services import VisionLimits
+from gateway.services.factory import VisionLimits
 from store.artifacts import ArtifactLimit, Artifacts
 from store.db import Store
 from store.records import utcnow
@@ -74,7 +74,7 @@ async def test_over_the_file_limit_nothing_is_stored(artifacts: Artifacts, tmp_p
     src = download(tmp_path, "big.bin", b"x" * (MB + 1))
     with pytest.raises(ArtifactLimit, match=r"big.bin is 1.0 MB; files up to 1.0 MB .*max_file_mb"):
         await artifacts.add_file(src, session_id="s1", user_key="u1", name="big.bin", mime_type="application/zip")
-    assert src.exists()  # left for the caller (gateway.media deletes it)
+    assert src.exists()  # left for the caller (gateway.services.media deletes it)
     assert await artifacts.for_session("s1") == []
     assert not (tmp_path / "artifacts").exists() or list((tmp_path / "artifacts").iterdir()) == []
     with pytest.raises(ArtifactLimit):

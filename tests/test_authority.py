@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 
-from gateway import admin, checkpoints
-from gateway.doctor import doctor
+from gateway import checkpoints
+from gateway.cli import admin
+from gateway.cli.doctor import doctor
 from gateway.redaction import RedactingFilter, redact
 from store.access import AccessRepo
 from store.approvals import Approvals

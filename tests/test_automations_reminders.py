@@ -5,11 +5,16 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from gateway.reminders import (
-    CANCEL_USAGE, REMIND_USAGE, ReminderSyntaxError, cancel_command, parse_remind, reminders_command,
+from gateway.automations.reminders import (
+    CANCEL_USAGE,
+    REMIND_USAGE,
+    ReminderSyntaxError,
+    cancel_command,
+    parse_remind,
     remind_command,
+    reminders_command,
 )
-from gateway.scheduler import AutomationService
+from gateway.automations.scheduler import AutomationService
 from store.outbox import Outbox
 from store.records import Origin
 

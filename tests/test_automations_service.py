@@ -13,7 +13,7 @@ from zoneinfo import ZoneInfo
 import pytest
 import pytest_asyncio
 
-from gateway.scheduler import AutomationService
+from gateway.automations.scheduler import AutomationService
 from store.automations import Automations
 from store.db import Store
 from store.outbox import Outbox
@@ -94,7 +94,7 @@ async def make(store: Store, deliveries: Deliveries) -> AsyncIterator[Callable[.
 
 @pytest.fixture
 def watch() -> Callable[..., LogWatch]:
-    logger = logging.getLogger("gateway.scheduler")
+    logger = logging.getLogger("gateway.automations.scheduler")
     handlers: list[LogWatch] = []
     level = logger.level
 

@@ -7,7 +7,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from pydantic import ValidationError
 
-from gateway.scheduler import AutomationService
+from gateway.automations.scheduler import AutomationService
 from store.audit import Audit
 from store.outbox import Outbox
 from store.records import Origin

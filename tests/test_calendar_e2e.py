@@ -219,7 +219,7 @@ async def test_server_down_when_asked_is_a_clear_error_and_holds_nothing(
 async def test_doctor_says_when_default_calendar_matches_nothing(make_config, caldav_server: CalDAVServer,
                                                                  fresh_calendar: str, monkeypatch: pytest.MonkeyPatch,
                                                                  default: str, complaint: str | None) -> None:
-    from gateway.services import connector_checks
+    from gateway.services.factory import connector_checks
 
     monkeypatch.setenv("ANYY_TEST_CALENDAR_PASSWORD", caldav_server.password)
     segment = urlsplit(fresh_calendar).path.rstrip("/").rsplit("/", 1)[-1]

@@ -15,11 +15,11 @@ from datetime import datetime, timedelta
 import pytest
 
 from gateway.config import ConfigError, parse_config
+from gateway.selection.selector import schema_bytes
 from store.approvals import Approvals
 from store.audit import Audit
 from store.records import AuditEvent, iso, utcnow
 from tests.fixtures.model import reply, status, tool_call
-from gateway.selection import schema_bytes
 from toolsets.loader import loader_tool
 from toolsets.schedule import Interval, Reminder
 

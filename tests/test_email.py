@@ -220,7 +220,7 @@ async def test_smtp_logs_in_with_its_own_user_name_and_password(mail_servers: Ma
 
 
 def test_the_email_config_carries_the_smtp_login(make_config, monkeypatch: pytest.MonkeyPatch) -> None:
-    from gateway.services import email_client
+    from gateway.services.factory import email_client
 
     monkeypatch.setenv("ANYY_TEST_IMAP_PASSWORD", "imap-pw")
     monkeypatch.setenv("ANYY_TEST_SMTP_PASSWORD", "smtp-pw")

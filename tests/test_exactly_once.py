@@ -11,7 +11,7 @@ from datetime import timedelta
 import pytest
 
 from gateway import checkpoints
-from gateway.history import UNKNOWN_OUTCOME, fit_history
+from gateway.turns.history import UNKNOWN_OUTCOME, fit_history
 from store import leases
 from store.approvals import Approvals
 from store.records import AutomationRecord, MessageRecord, ToolCallRecord, iso, utcnow

@@ -15,8 +15,8 @@ import pytest
 
 from connectors import processes
 from connectors.processes import Settings, scrub_env
+from gateway.approvals.policy import effective_descriptor
 from gateway.config import ConfigError, GovernanceConfig, ToolOverride, parse_config
-from gateway.policy import effective_descriptor
 from tests.fixtures.model import reply, tool_call
 from toolsets.base import ApprovalPolicy, Descriptor, ExecutionPolicy
 from toolsets.terminal import bash

@@ -12,7 +12,7 @@ import mcp_types as types
 import pytest
 from pydantic import ValidationError
 
-from gateway.selection import select_toolsets
+from gateway.selection.selector import select_toolsets
 from toolsets.base import ExecutionPolicy, Risk
 from toolsets.loader import loader_tool
 from toolsets.mcp import DEFERRED_OVER, ServerSpec, fill, new_toolset, render_result

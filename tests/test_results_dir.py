@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway import results
+from gateway.turns import results
 from toolsets.base import OutputBudget
 
 BUDGET = OutputBudget(visible_chars=100, stored_chars=10_000)
@@ -56,7 +56,7 @@ def test_a_default_directory_that_is_not_private_is_refused_for_a_per_user_one(
             default.chmod(0o755)
         else:
             os.chown(default, OTHER_UID, OTHER_UID)
-    with caplog.at_level(logging.WARNING, logger="gateway.results"):
+    with caplog.at_level(logging.WARNING, logger="gateway.turns.results"):
         path = persist()
     assert path.parent == tmp_path / f"anyy-results-{os.geteuid()}"
     assert mode(path.parent) == 0o700 and mode(path) == 0o600

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from gateway import keywords
-from gateway.keywords import matcher
-from gateway.selection import Selection, describe_selection, describe_tools, select_toolsets, tools_for
+from gateway.selection import keywords
+from gateway.selection.keywords import matcher
+from gateway.selection.selector import Selection, describe_selection, describe_tools, select_toolsets, tools_for
 from toolsets import clarify, memory, messaging, sessions, tasks
 from toolsets.base import Toolset
 from toolsets.loader import loader_tool

@@ -11,7 +11,7 @@ import pytest
 
 from connectors.speech import EspeakEngine, OpenAISpeechEngine, SpeechError, Transcriber
 from gateway.config import ConfigError, parse_config
-from gateway.services import speech_engine
+from gateway.services.factory import speech_engine
 from store.artifacts import Artifacts
 from store.db import Store
 from tests.fixtures.speech import FakeSpeech

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.scheduler import new_automation_id
+from gateway.automations.scheduler import new_automation_id
 from store.approvals import Approvals
 from store.automations import Automations
 from store.memory import Memory

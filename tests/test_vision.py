@@ -13,9 +13,9 @@ import pytest
 from PIL import Image
 
 from connectors.images import image_part, prepare
-from gateway.history import IMAGE_CHARS, fit_history
 from gateway.llm import AnthropicClient, ChatMessage, OpenAIClient, ToolCall
 from gateway.llm.types import ImagePart
+from gateway.turns.history import IMAGE_CHARS, fit_history
 from store.records import MessageRecord
 from tests.fixtures.model import FakeModel, reply
 

@@ -200,7 +200,7 @@ async def test_a_memory_write_after_a_fetched_page_waits_for_the_owner(
 
 async def test_doctor_line_reports_reach_and_whether_search_answers(site: FakeSite) -> None:
     from gateway.config import WebConfig
-    from gateway.services import web_check
+    from gateway.services.factory import web_check
 
     assert await web_check(WebConfig()) == ("✓", "web", "fetch: public web only; search: none configured ([web] search)")
     ok = await web_check(WebConfig(search="searxng", searxng_url=site.url(""), allowed_hosts=["*.example.com"]))

@@ -3,7 +3,7 @@
 `artifact_inspect` gives what a file holds in the form the model can use: a text file's content (as
 external content: a document someone sent may carry instructions that are not the owner's), an image
 shown to a vision model (else its metadata), an audio file's transcript. Turns with attachments get this
-toolset automatically (gateway.selection).
+toolset automatically (gateway.selection.selector).
 """
 
 from __future__ import annotations

@@ -152,7 +152,7 @@ class ToolContext(Protocol):
         ...
 
     def show_image(self, part: dict[str, Any]) -> None:
-        """Show the model an image after this tool round (`part` as `gateway.media.image_part` makes it);
+        """Show the model an image after this tool round (`part` as `gateway.services.media.image_part` makes it);
         only for a vision model (the "vision" service exists)."""
         ...
 

@@ -1,7 +1,7 @@
 """The terminal service: how commands run (settings, allowlist rules) and the background processes Anyy
 started, each a store row plus, while this process supervises it, a live `Job`.
 
-The gateway builds one `Terminal` (gateway/services.py) and the `terminal` toolset reaches it through
+The gateway builds one `Terminal` (gateway/services/factory.py) and the `terminal` toolset reaches it through
 `ctx.service("terminal")`. At start-up a resident gateway marks rows still `running` from an earlier
 process as `lost` (nobody supervises them now); `aclose()` at shutdown stops every live process (TERM,
 then KILL after a grace period) and records it as `stopped`.

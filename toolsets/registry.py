@@ -5,6 +5,7 @@ from __future__ import annotations
 from toolsets import artifact
 from toolsets import automation
 from toolsets import calendar
+from toolsets import computer_use
 from toolsets import email
 from toolsets import file
 from toolsets import terminal
@@ -29,6 +30,7 @@ TOOLSETS: list[Toolset] = [
     web.TOOLSET,
     file.TOOLSET,
     terminal.TOOLSET,
+    computer_use.TOOLSET,
     artifact.TOOLSET,
     tts.TOOLSET,
 ]

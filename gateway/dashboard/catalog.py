@@ -6,9 +6,9 @@ from collections.abc import Callable, Collection, Sequence
 
 from pydantic import BaseModel
 
+from gateway.approvals.policy import effective_descriptor
 from gateway.config import GovernanceConfig
-from gateway.policy import effective_descriptor
-from gateway.selection import Selection, schema_bytes, tools_for
+from gateway.selection.selector import Selection, schema_bytes, tools_for
 from store.records import SessionRecord
 from toolsets.base import Tool, Toolset
 from toolsets.loader import loader_tool

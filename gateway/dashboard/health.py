@@ -15,7 +15,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
-from gateway.runtime import MODEL_ERROR
+from gateway.turns.runtime import MODEL_ERROR
 from store.approvals import Approvals
 from store.audit import Audit
 from store.automations import Automations

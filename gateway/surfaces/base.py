@@ -29,7 +29,7 @@ class DeliveryError(Exception):
 
 @dataclass(frozen=True)
 class LiveSettings:
-    """How a surface shows a reply while it streams (see gateway/live.py).
+    """How a surface shows a reply while it streams (see gateway/turns/live_reply.py).
 
     `interval_s` is the least time between two writes of a message (send or edit), inside the platform's
     rate limits; `max_chars` the most Markdown one message holds before the reply continues in a new one;

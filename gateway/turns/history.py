@@ -3,7 +3,7 @@ character budget.
 
 Turns are dropped whole from the oldest end, so a tool call is never separated from its result and a
 session that lasts months costs the same per request as a new one. What falls out is summarised by
-`gateway.compaction` into a summary row; the window starts after the turns that summary covers.
+`gateway.turns.compaction` into a summary row; the window starts after the turns that summary covers.
 Everything stays in the store.
 """
 
@@ -40,7 +40,7 @@ def to_chat(msg: MessageRecord) -> ChatMessage:
 
 
 def _images(msg: MessageRecord) -> list[ImagePart]:
-    """Images a user message or an event carried (stored downscaled in its meta by gateway.media)."""
+    """Images a user message or an event carried (stored downscaled in its meta by gateway.services.media)."""
     return [ImagePart(mime_type=i["mime_type"], data=i["data"]) for i in msg.meta.get("images", ())]
 
 

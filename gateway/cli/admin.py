@@ -10,13 +10,13 @@ import sys
 from typing import Any
 
 from gateway.app import Gateway
+from gateway.automations.scheduler import AutomationService
+from gateway.cli import mcp as mcp_cli
+from gateway.cli.doctor import doctor
 from gateway.config import Config
-from gateway import mcp_cli
 from gateway.dashboard import load_or_create_token, login_url
-from gateway.doctor import doctor
-from gateway.scheduler import AutomationService
-from gateway.services import speech_engine
-from gateway.usage import add_parser as add_usage_parser
+from gateway.services.factory import speech_engine
+from gateway.services.usage import add_parser as add_usage_parser
 from store.access import AccessRepo
 from store.approvals import Approvals
 from store.audit import Audit

@@ -16,7 +16,7 @@ import re
 from datetime import date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
-from gateway.scheduler import AutomationService
+from gateway.automations.scheduler import AutomationService
 from store.records import AutomationRecord, Origin, parse_iso
 from toolsets.schedule import AutomationError, Once, Reminder, describe, parse_duration, parse_schedule, when_label
 

@@ -17,20 +17,19 @@ import dataclasses
 import logging
 import os
 import secrets
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Protocol
 
-from gateway.background import Background
+from gateway.automations.background import Background
 from gateway.config import SubagentsConfig
+from store.db import Store
 from store.leases import OWNER, owner_alive
 from store.messages import Messages
-from store.records import Outbound, SubagentJob, iso, utcnow
+from store.records import Outbound, SessionRecord, SubagentJob, iso, utcnow
+from store.sessions import Sessions
 from store.subagents import SubagentJobs
 from toolsets.base import Risk, ToolContext, ToolError, Toolset
 from toolsets.untrusted import new_boundary, wrap
-
-if TYPE_CHECKING:
-    from gateway.app import Gateway
 
 log = logging.getLogger(__name__)
 
@@ -42,17 +41,39 @@ MAX_TASK_CHARS = 8_000
 CANCEL_POLL_S = 2.0  # how soon a background job cancelled by another process stops here
 
 
+Enqueue = Callable[[Outbound, str | None], Awaitable[int]]
+
+
+class TurnRunner(Protocol):
+    """What a helper needs of the turn loop (the runtime implements it)."""
+
+    sessions: Sessions
+
+    async def offered(self, user_key: str) -> list[Toolset]: ...
+
+    async def within_session(self, session: SessionRecord, toolsets: list[Toolset]) -> list[Toolset]: ...
+
+    async def model_turn(self, session: SessionRecord, turn_id: str, *, user_text: str | None = ...,
+                         only: list[Toolset] | None = ..., max_rounds: int | None = ..., with_memory: bool = ...,
+                         max_tokens: int | None = ..., tainted_by: list[str] = ...) -> str | None: ...
+
+    def resume(self, session_id: str, event: str, dedupe: str, tainted_by: list[str] = ...) -> None: ...
+
+
 def read_only(ts: Toolset) -> bool:
     return bool(ts.tools) and all(t.descriptor.risk is Risk.READ for t in ts.tools)
 
 
 class SubagentService:
-    """Implements `toolsets.subagents.SubagentsAPI`."""
+    """Implements `toolsets.subagents.SubagentsAPI`. `turns` returns the turn loop (built after the
+    services, so it is looked up when a helper starts)."""
 
-    def __init__(self, gateway: "Gateway", config: SubagentsConfig) -> None:
-        self.gateway = gateway
+    def __init__(self, store: Store, config: SubagentsConfig, enqueue: Enqueue, turns: Callable[[], TurnRunner]) -> None:
+        self.store = store
         self.config = config
-        self.jobs = SubagentJobs(gateway.store)
+        self.enqueue = enqueue
+        self.turns = turns
+        self.jobs = SubagentJobs(store)
         self._running: dict[str, asyncio.Future[None]] = {}
         self._background = Background()
 
@@ -99,10 +120,9 @@ class SubagentService:
         """The child's toolsets: at most what the parent's turns may have (its user's role, cut to its
         session's: an automation's turn never hands its helper the automation toolset), minus what
         children never get."""
-        runtime = self.gateway.runtime
-        offered = await runtime.offered(parent.user_key)
-        session = await runtime.sessions.get(parent.session_id)
-        offered = await runtime.within_session(session, offered) if session is not None else []
+        turns = self.turns()
+        session = await turns.sessions.get(parent.session_id)
+        offered = await turns.within_session(session, await turns.offered(parent.user_key)) if session else []
         usable = {ts.name: ts for ts in offered
                   if ts.name not in NEVER_FOR_CHILDREN and (ts.name != SUBAGENTS or depth < self.config.max_depth)}
         if requested is None:
@@ -117,7 +137,7 @@ class SubagentService:
     # -- running ----------------------------------------------------------------------------------
 
     async def _run(self, job: SubagentJob, toolsets: list[Toolset], text: str, tainted_by: list[str]) -> str:
-        runtime = self.gateway.runtime
+        runtime = self.turns()
         session = await runtime.sessions.get_or_create(job.child_session_id, job.origin, job.user_key, kind="subagent")
         try:
             summary = await runtime.model_turn(session, f"job-{job.id}", user_text=text, only=toolsets,
@@ -148,12 +168,12 @@ class SubagentService:
         ended = await self.jobs.get(job.id)
         if ended is not None and ended.state == "cancelled":
             return  # cancelled elsewhere while its last step ran: the owner asked for no report
-        await self.gateway.outbox.enqueue(
+        await self.enqueue(
             Outbound(origin=job.origin, text=f"🧩 Background job {job.id} finished:\n{summary}"), f"job:{job.id}:done")
         # The summary may carry what the helper read outside: quoted as data, and the follow-up turn counts
         # it as outside content read.
         quoted = wrap(f"background job {job.id}", summary, new_boundary())
-        self.gateway.runtime.resume(job.parent_session_id,
+        self.turns().resume(job.parent_session_id,
                                     f"Background job {job.id} ({job.task[:80]}) finished. Its summary (already shown "
                                     f"to the user):\n{quoted}", f"job-{job.id}-done",
                                     tainted_by=[f"background job {job.id}"])
@@ -186,7 +206,7 @@ class SubagentService:
 
     async def history(self, parent: ToolContext, job_id: str) -> list[dict[str, Any]]:
         job = await self._own(parent, job_id)
-        rows = await Messages(self.gateway.store).recent(job.child_session_id, 0, 200)
+        rows = await Messages(self.store).recent(job.child_session_id, 0, 200)
         return [{"role": m.role, "text": m.content[:2000],
                  **({"tool_calls": [c.name for c in m.tool_calls]} if m.tool_calls else {}),
                  **({"tool": m.tool_name} if m.tool_name else {})} for m in rows]
@@ -221,7 +241,7 @@ class SubagentService:
             done = await self.jobs.finish(job.id, "interrupted", "Anyy stopped while this ran")
             if done is not None:
                 log.info("subagent_interrupted job=%s", job.id)
-                await self.gateway.outbox.enqueue(Outbound(origin=job.origin, text=(
+                await self.enqueue(Outbound(origin=job.origin, text=(
                     f"⚠️ Background job {job.id} ({job.task[:80]}) was interrupted when Anyy stopped. It was not "
                     "re-run; ask again if you still need it.")), f"job:{job.id}:interrupted")
 

@@ -16,11 +16,11 @@ from pydantic import BaseModel, ValidationError
 
 from gateway import checkpoints
 from gateway.access import Access
-from gateway.approvals import ApprovalService, sha256_text
-from gateway.context import TurnContext
+from gateway.approvals.policy import Policy, Verdict
+from gateway.approvals.service import ApprovalService, sha256_text
 from gateway.limits import ArgumentError, parse_arguments
-from gateway.policy import Policy, Verdict
-from gateway.results import apply_budget
+from gateway.turns.results import apply_budget
+from gateway.turns.tool_context import TurnContext
 from store.audit import Audit
 from store.journal import ToolJournal
 from store.records import ApprovalRecord, AuditEvent, ToolCallRecord, dumps

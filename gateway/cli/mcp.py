@@ -12,13 +12,13 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from connectors.mcp_names import toolset_name
+from gateway.approvals.policy import effective_descriptor
 from gateway.config import Config, ConfigError
-from gateway.policy import effective_descriptor
 from toolsets.base import Toolset
 
 if TYPE_CHECKING:  # the MCP SDK takes most of a second to import: only code that talks to a server loads it
     from connectors.mcp import McpManager, McpServer
-    from gateway.mcp import McpTools
+    from gateway.services.mcp import McpTools
 
 PROBE_WAIT_S = 15.0
 
@@ -35,7 +35,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
 @asynccontextmanager
 async def connected(config: Config, names: list[str]) -> AsyncIterator[McpTools]:
     """The named servers, started (first attempt settled) and stopped again on exit."""
-    from gateway.mcp import McpTools
+    from gateway.services.mcp import McpTools
     tools = McpTools({n: config.mcp.servers[n] for n in names}, backoff_start_s=PROBE_WAIT_S)
     waits = [config.mcp.servers[n].timeout_s for n in names]
     await tools.start(min(max(waits, default=0), PROBE_WAIT_S) + 1)
@@ -125,10 +125,3 @@ async def doctor_checks(config: Config) -> list[tuple[str, str, str]]:
                 lines.append(("✗", f"mcp {name}", f"{server.status()} — {_where(server)}"))
     return lines
 
-
-def status_lines(manager: McpManager | None) -> list[tuple[str, str]]:
-    """(toolset name, line) per server, for `/tools`: its state and tool count, or why it is down."""
-    if manager is None:
-        return []
-    return [(ts, f"{ts}: {server.status()}") for ts, server in
-            ((toolset_name(name), server) for name, server in manager.servers.items())]

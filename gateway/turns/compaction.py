@@ -4,7 +4,7 @@ After a reply has been delivered (never on its critical path), the session's uns
 measured; when they no longer fit the context budget, every turn but the newest ones filling half the
 budget is summarised by the model — together with the previous summary — into a summary row: what was
 asked, decided and promised, and the open threads. The window then starts with that summary
-(`gateway.history`). Turns are cut whole, so a tool call never loses its result; the originals stay in
+(`gateway.turns.history`). Turns are cut whole, so a tool call never loses its result; the originals stay in
 the store, and summaries are searchable with `session_search`. `/compact` does it at once.
 """
 
@@ -14,8 +14,8 @@ import logging
 from collections.abc import Coroutine
 from typing import Any
 
-from gateway.history import HistoryWindows, covered_to, external_sources, newest_turns
 from gateway.llm.types import ChatMessage, ModelClient, ModelUnavailable
+from gateway.turns.history import HistoryWindows, covered_to, external_sources, newest_turns
 from store.messages import Messages
 from store.records import MessageRecord, SessionRecord
 

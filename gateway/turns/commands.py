@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
-from gateway.approvals import ApprovalService
-from gateway.mcp_cli import status_lines
-from gateway.policy import effective_descriptor
-from gateway.reminders import cancel_command, remind_command, reminders_command
-from gateway.runtime import Runtime
-from gateway.scheduler import AutomationService
-from gateway.selection import Selection, describe_selection, describe_tools, select_toolsets, tools_for
-from gateway.usage import usage_report
+from connectors.mcp_names import toolset_name
+from gateway.approvals.policy import effective_descriptor
+from gateway.approvals.service import ApprovalService
+from gateway.automations.reminders import cancel_command, remind_command, reminders_command
+from gateway.automations.scheduler import AutomationService
+from gateway.selection.selector import Selection, describe_selection, describe_tools, select_toolsets, tools_for
+from gateway.services.usage import usage_report
+from gateway.turns.runtime import Runtime
 from store.approvals import Approvals
 from store.records import Inbound, Outbound, SessionRecord
 from store.tasks import Tasks
@@ -30,6 +31,18 @@ HELP = """Anyy — your assistant. Just write; or use:
 /usage — tokens used (today, this conversation, 30 days) and their cost"""
 
 Handler = Callable[[Inbound, SessionRecord, str], Awaitable[str | Outbound]]
+
+if TYPE_CHECKING:  # the MCP SDK is imported only where a server is configured
+    from connectors.mcp import McpManager
+
+
+def status_lines(manager: McpManager | None) -> list[tuple[str, str]]:
+    """(toolset name, line) per server, for `/tools`: its state and tool count, or why it is down."""
+    if manager is None:
+        return []
+    return [(ts, f"{ts}: {server.status()}") for ts, server in
+            ((toolset_name(name), server) for name, server in manager.servers.items())]
+
 
 
 class Commands:
@@ -150,4 +163,4 @@ class Commands:
         return await usage_report(self.runtime.store, self.runtime.config, inbound.user_key, session.id)
 
     def _automations(self) -> AutomationService:
-        return self.runtime.services["automations"]  # always registered (gateway.services)
+        return self.runtime.services["automations"]  # always registered (gateway.services.factory)

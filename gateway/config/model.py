@@ -14,19 +14,29 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
-from gateway.config_base import Section
-from gateway.config_capabilities import (
-    ArtifactsConfig, DashboardConfig, McpConfig, McpServerConfig, SkillsConfig, SpeechConfig, SubagentsConfig,
-    TerminalConfig, TtsConfig, WebConfig, WorkspaceConfig,
+from gateway.config.base import Section
+from gateway.config.capabilities import (
+    ArtifactsConfig,
+    ComputerUseConfig,
+    DashboardConfig,
+    McpConfig,
+    McpServerConfig,
+    SkillsConfig,
+    SpeechConfig,
+    SubagentsConfig,
+    TerminalConfig,
+    TtsConfig,
+    WebConfig,
+    WorkspaceConfig,
 )
 
 # Callers import every section from here, wherever it is defined.
 __all__ = [
-    "AccessConfig", "ApprovalsConfig", "ArtifactsConfig", "CalendarConfig", "Config", "ConfigError", "ConsoleConfig",
-    "DashboardConfig", "EmailConfig", "GovernanceConfig", "McpConfig", "McpServerConfig", "ModelConfig",
-    "RuntimeConfig", "SkillsConfig", "SlackConfig", "SpeechConfig", "StoreConfig", "SubagentsConfig",
-    "TelegramConfig", "TerminalConfig", "ToolOverride", "TtsConfig", "WebConfig", "WorkspaceConfig", "config_path",
-    "data_dir", "load_config", "parse_config", "secret",
+    "AccessConfig", "ApprovalsConfig", "ArtifactsConfig", "CalendarConfig", "ComputerUseConfig", "Config",
+    "ConfigError", "ConsoleConfig", "DashboardConfig", "EmailConfig", "GovernanceConfig", "McpConfig",
+    "McpServerConfig", "ModelConfig", "RuntimeConfig", "SkillsConfig", "SlackConfig", "SpeechConfig", "StoreConfig",
+    "SubagentsConfig", "TelegramConfig", "TerminalConfig", "ToolOverride", "TtsConfig", "WebConfig", "WorkspaceConfig",
+    "config_path", "data_dir", "load_config", "parse_config", "secret",
 ]
 
 
@@ -175,6 +185,7 @@ class Config(Section):
     speech: SpeechConfig = Field(default_factory=SpeechConfig)
     tts: TtsConfig = Field(default_factory=TtsConfig)
     artifacts: ArtifactsConfig = Field(default_factory=ArtifactsConfig)
+    computer_use: ComputerUseConfig = Field(default_factory=ComputerUseConfig)
     telegram: TelegramConfig | None = None
     slack: SlackConfig | None = None
     email: EmailConfig | None = None

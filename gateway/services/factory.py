@@ -7,12 +7,13 @@ appear for the model (toolsets name the service they require).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from connectors.calendar import CalendarClient, CalendarNotFound, CalendarSettings
+from connectors.desktop import Desktop, DesktopError, DesktopSettings
 from connectors.email import EmailClient, EmailSettings
 from connectors.private_paths import PrivatePaths
 from connectors.processes import Settings
@@ -21,38 +22,46 @@ from connectors.skills import SkillLibrary
 from connectors.speech import EspeakEngine, OpenAISpeechEngine, SpeechEngine, Transcriber
 from connectors.web import Guard, HostRules, SearchError, WebFetcher, search_backend
 from connectors.workspace import Workspace
-from gateway.config import CalendarConfig, Config, EmailConfig, WebConfig, secret
-from gateway.scheduler import AutomationService
-from gateway.subagents import SubagentService
+from gateway.automations.scheduler import AutomationService, MayRun, RunPrompt
+from gateway.config import CalendarConfig, ComputerUseConfig, Config, EmailConfig, WebConfig, secret
+from gateway.services.subagents import Enqueue, SubagentService, TurnRunner
 from store.artifacts import Artifacts
 from store.db import Store
+from toolsets.computer_use import ComputerUse
 from toolsets.jobs import Terminal
 from toolsets.memory import MemoryLimits
 
 log = logging.getLogger(__name__)
 
-if TYPE_CHECKING:
-    from gateway.app import Gateway
+
+class Reporting(Protocol):
+    """A surface as far as its status goes."""
+
+    name: str
+
+    def status(self) -> str: ...
 
 
 class SurfaceStatus(Mapping[str, str]):
-    """Live status of each configured surface: "up", "down: <why>", or the surface's own word."""
+    """Live status of each configured surface: "up", "down: <why>", or the surface's own word.
+    `started` is the gateway's record of each start (surface name -> "up" | "down: <why>")."""
 
-    def __init__(self, gateway: "Gateway") -> None:
-        self.gateway = gateway
+    def __init__(self, started: Mapping[str, str], surfaces: Sequence[Reporting]) -> None:
+        self.started = started
+        self.surfaces = surfaces
 
     def __getitem__(self, name: str) -> str:
-        started = self.gateway.started.get(name)
+        started = self.started.get(name)
         if started is None:
             raise KeyError(name)
-        surface = next(s for s in self.gateway.surfaces if s.name == name)
+        surface = next(s for s in self.surfaces if s.name == name)
         return surface.status() if started == "up" else started
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self.gateway.started)
+        return iter(self.started)
 
     def __len__(self) -> int:
-        return len(self.gateway.started)
+        return len(self.started)
 
 
 def email_client(cfg: EmailConfig) -> EmailClient:
@@ -160,22 +169,85 @@ def media_services(config: Config, store: Store) -> dict[str, Any]:
     return out
 
 
-async def build_services(gateway: "Gateway") -> dict[str, Any]:
-    config = gateway.config
-    services: dict[str, Any] = {"surfaces": SurfaceStatus(gateway), **connectors(config), **web_services(config.web),
-                                **media_services(config, gateway.store),
+@dataclass(frozen=True)
+class GatewayPorts:
+    """What the services need of the gateway, and nothing more: where replies go, how a prompt
+    automation and a helper run their turns, who may still be served, and the surfaces' status."""
+
+    enqueue: Enqueue
+    run_prompt: RunPrompt
+    may_run: MayRun
+    turns: Callable[[], TurnRunner]
+    surfaces: SurfaceStatus
+    resident: bool  # only the resident process may declare another's processes lost
+
+
+async def build_services(config: Config, store: Store, ports: GatewayPorts) -> dict[str, Any]:
+    """Every service by the name tools ask for; connectors only when configured."""
+    services: dict[str, Any] = {"surfaces": ports.surfaces, **connectors(config), **web_services(config.web),
+                                **media_services(config, store),
                                 "memory": MemoryLimits(max_chars=config.runtime.memory_max_chars),
                                 "workspace": workspace(config)}
-    services["automations"] = AutomationService(gateway.store, config.tz, gateway.outbox.enqueue,
-                                                gateway.run_prompt, may_run=gateway.access.allowed_key)
+    services["automations"] = AutomationService(store, config.tz, ports.enqueue, ports.run_prompt,
+                                                may_run=ports.may_run)
     services["skills"] = SkillLibrary(config.data_dir / "skills", [Path(r).expanduser() for r in config.skills.roots])
-    services["subagents"] = SubagentService(gateway, config.subagents)
+    services["subagents"] = SubagentService(store, config.subagents, ports.enqueue, ports.turns)
     if config.terminal.enabled:
-        term = terminal(config, gateway.store)
-        if gateway.resident:  # only the resident process may declare another's processes lost
+        term = terminal(config, store)
+        if ports.resident:
             await term.recover()
         services["terminal"] = term
+    if config.computer_use.enabled:  # an `anyy chat` beside `anyy run` uses the resident's display
+        screen = await computer_use(config.computer_use, start_xvfb=ports.resident)
+        if screen is not None:
+            services["computer_use"] = screen
     return services
+
+
+def desktop(cfg: ComputerUseConfig) -> Desktop:
+    return Desktop(DesktopSettings(display=cfg.display, xvfb=cfg.xvfb, width=cfg.width, height=cfg.height))
+
+
+async def computer_use(cfg: ComputerUseConfig, start_xvfb: bool) -> ComputerUse | None:
+    """The computer_use service, its display up (Xvfb started when configured); None when the display
+    cannot be had (logged; the toolset is then absent and `anyy doctor` says why)."""
+    driver = desktop(cfg)
+    try:
+        width, height = await driver.start(start_xvfb=start_xvfb)
+    except DesktopError as exc:
+        log.warning("computer_use_unavailable display=%s error=%s", cfg.display, exc)
+        return None
+    log.info("computer_use_ready display=%s size=%dx%d own_display=%s", cfg.display, width, height,
+             driver.owns_display)
+    return ComputerUse(driver, cfg.stale_after_s)
+
+
+async def computer_use_check(cfg: ComputerUseConfig) -> list[tuple[str, str, str]]:
+    """`anyy doctor`'s computer-use line: the programs it needs, and a screenshot of the display (from a
+    short-lived Xvfb when Anyy starts its own)."""
+    if not cfg.enabled:
+        return []
+    driver = desktop(cfg)
+    try:
+        try:
+            width, height = await driver.start(start_xvfb=False)
+            running = True
+        except DesktopError:
+            if not cfg.xvfb:
+                raise
+            width, height = await driver.start()
+            running = False
+        shot = await driver.screenshot(width, height)
+    except DesktopError as exc:
+        return [("✗", "computer_use", f"{exc}" + ("" if cfg.xvfb else " ([computer_use] xvfb = false: start "
+                                                  "that display first, or set xvfb = true)"))]
+    finally:
+        await driver.aclose()
+    detail = f"display {cfg.display} {width}x{height}, input with xdotool, screenshots work ({len(shot.png)} bytes)"
+    if cfg.xvfb and running:
+        return [("!", "computer_use", f"{detail}; but it is already running, so Anyy cannot start its own Xvfb "
+                                      "there (fine if it is a running `anyy run`'s; else choose another display)")]
+    return [("✓", "computer_use", detail + (f"; Xvfb starts at {cfg.width}x{cfg.height}" if cfg.xvfb else ""))]
 
 
 async def connector_checks(config: Config) -> list[tuple[str, str, str]]:

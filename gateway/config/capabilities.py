@@ -13,7 +13,7 @@ from pydantic import Field, field_validator, model_validator
 
 from connectors.mcp_names import NameCollision, check_servers
 from connectors.web.hosts import normalise_pattern
-from gateway.config_base import Section
+from gateway.config.base import Section
 
 
 class SkillsConfig(Section):
@@ -214,3 +214,18 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False  # a host name other than localhost may resolve anywhere
+
+
+class ComputerUseConfig(Section):
+    """The computer_use toolset: see and drive one X display (docs/computer-use.md)."""
+
+    enabled: bool = False
+    display: str = Field(":99", pattern=r"^[A-Za-z0-9.-]*:\d{1,5}(?:\.\d{1,3})?$",
+                         description="the X display used, never $DISPLAY")
+    xvfb: bool = Field(True, description="Anyy starts Xvfb on `display` itself and stops it on exit")
+    width: int = Field(1280, ge=320, le=7680, description="pixels, of the Xvfb screen")
+    height: int = Field(800, ge=200, le=4320)
+    stale_after_s: float = Field(900, gt=0, description="an action approved later than this after its "
+                                 "preview is refused: the screen may have changed")
+    approve: Literal["each"] = Field("each", description='one approval per action; "turn" (one approval for a '
+                                     "bounded batch of a turn's actions) is not built yet")

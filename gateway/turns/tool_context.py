@@ -10,7 +10,7 @@ from zoneinfo import ZoneInfo
 
 from store.db import Store
 from store.records import Attachment, Button, Origin, Outbound
-from toolsets.base import Toolset, ToolError
+from toolsets.base import ToolError, Toolset
 from toolsets.untrusted import new_boundary, wrap
 
 Enqueue = Callable[[Outbound, str | None], Awaitable[int]]

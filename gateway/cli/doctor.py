@@ -7,12 +7,12 @@ import argparse
 import httpx
 
 from connectors.speech import EspeakEngine
+from gateway.cli.mcp import doctor_checks
 from gateway.config import Config, secret
 from gateway.llm import make_client
 from gateway.llm.types import ChatMessage, ModelUnavailable
-from gateway.mcp_cli import doctor_checks
 from gateway.redaction import configured_secrets, redact
-from gateway.services import connector_checks
+from gateway.services.factory import computer_use_check, connector_checks
 from gateway.surfaces import build_surfaces
 from store.db import Store, StoreError
 
@@ -30,6 +30,7 @@ async def doctor(config: Config, args: argparse.Namespace) -> int:
     if not surfaces and not problems:
         results.append((WARN, "surfaces", "none configured: only `anyy chat` (the terminal) can reach you"))
     results += await connector_checks(config)
+    results += await computer_use_check(config.computer_use)
     results += await doctor_checks(config)
     secrets = configured_secrets(config)
     results += _media(config)

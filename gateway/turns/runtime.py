@@ -2,7 +2,7 @@
 
 A turn: authorize, route slash commands, select toolsets, call the model, run tool calls (through
 policy), repeat up to `max_tool_rounds`, and put the final text in the outbox. With `[runtime] stream`
-and a surface that can edit messages, the reply is shown while the model writes it (gateway/live.py).
+and a surface that can edit messages, the reply is shown while the model writes it (gateway/turns/live_reply.py).
 Every message, call and result is stored. Turn ids are derived from the durable inbound id, so a turn interrupted by a crash
 and re-run at start-up continues its own transcript and its replies are deduplicated in the outbox.
 
@@ -22,21 +22,21 @@ from typing import Any
 
 from gateway import checkpoints
 from gateway.access import Access
-from gateway.background import Background
-from gateway.compaction import Compactor
+from gateway.automations.background import Background
 from gateway.config import Config
-from gateway.context import TurnContext
-from gateway.history import HistoryWindows, external_sources, to_chat
 from gateway.limits import inbound_too_long
-from gateway.live import LiveReply
 from gateway.llm.types import ChatMessage, ModelClient, ModelCutOff, ModelUnavailable, ToolSchema
-from gateway.media import Media
 from gateway.outbox import OutboxService
-from gateway.prompt import system_prompt
-from gateway.selection import select_toolsets, tools_for
+from gateway.selection.selector import select_toolsets, tools_for
+from gateway.services.media import Media
 from gateway.surfaces.base import Surface
-from gateway.toolcalls import ToolCaller
-from gateway.turncalls import TurnCalls
+from gateway.turns.compaction import Compactor
+from gateway.turns.history import HistoryWindows, external_sources, to_chat
+from gateway.turns.live_reply import LiveReply
+from gateway.turns.prompt import system_prompt
+from gateway.turns.reply_calls import TurnCalls
+from gateway.turns.tool_call import ToolCaller
+from gateway.turns.tool_context import TurnContext
 from store.audit import Audit
 from store.db import Store
 from store.inbound import InboundLog

@@ -6,9 +6,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 
-from gateway.context import TurnContext
-from gateway.history import UNKNOWN_OUTCOME
-from gateway.toolcalls import ToolCaller
+from gateway.turns.history import UNKNOWN_OUTCOME
+from gateway.turns.tool_call import ToolCaller
+from gateway.turns.tool_context import TurnContext
 from store.records import MessageRecord, Origin, SessionRecord, ToolCallRecord
 from toolsets.base import Tool
 

@@ -21,9 +21,9 @@ Policies (docs/automations.md states them for users):
 
 from __future__ import annotations
 
-import builtins
 import asyncio
 import base64
+import builtins
 import inspect
 import logging
 import secrets
@@ -40,7 +40,14 @@ from store.db import Store
 from store.records import AutomationRecord, AutomationRun, Origin, Outbound, iso, parse_iso, utcnow
 from toolsets.limits import NAME_CHARS
 from toolsets.schedule import (
-    ActionModel, AutomationError, Once, Reminder, ScheduleModel, parse_action, parse_schedule, when_label,
+    ActionModel,
+    AutomationError,
+    Once,
+    Reminder,
+    ScheduleModel,
+    parse_action,
+    parse_schedule,
+    when_label,
 )
 
 log = logging.getLogger(__name__)
@@ -48,6 +55,7 @@ log = logging.getLogger(__name__)
 Enqueue = Callable[[Outbound, str], Awaitable[int]]
 RunPrompt = Callable[[AutomationRecord, str], Awaitable[str]]  # (automation, scheduled slot) -> reply
 Clock = Callable[[], datetime]
+MayRun = Callable[[str], Awaitable[bool]]  # user key -> whether that user still has access
 
 JOB_DEFAULTS: dict[str, Any] = {
     # APScheduler's default (1 s) silently drops a job that starts late, e.g. after a busy moment or a
@@ -90,7 +98,7 @@ class AutomationService:
     def __init__(self, store: Store, tz: ZoneInfo, enqueue: Enqueue, run_prompt: RunPrompt | None = None, *,
                  clock: Clock = utcnow, late_after: timedelta = timedelta(minutes=1),
                  retry_delays: Sequence[float] = (1.0, 5.0, 30.0), sync_interval_s: float = 30.0,
-                 may_run: Callable[[str], Awaitable[bool]] | None = None) -> None:
+                 may_run: MayRun | None = None) -> None:
         self.repo = Automations(store)
         self._may_run = may_run
         self.tz = tz

@@ -10,12 +10,12 @@ import sys
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from gateway import admin
+from gateway import redaction
 from gateway.app import Gateway
+from gateway.cli import admin
 from gateway.config import Config, ConfigError, load_config
 from gateway.dashboard import Dashboard, DashboardError
 from gateway.lock import LockHeld, ResidentLock
-from gateway import redaction
 from gateway.logs import setup_logging
 from gateway.surfaces import build_surfaces
 from gateway.surfaces.console import ConsoleSurface
@@ -132,6 +132,3 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
 
-
-if __name__ == "__main__":
-    sys.exit(main())

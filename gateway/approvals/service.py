@@ -20,7 +20,7 @@ from datetime import timedelta
 from pydantic import BaseModel, ValidationError
 
 from gateway import checkpoints
-from gateway.background import Background
+from gateway.automations.background import Background
 from gateway.config import Config
 from store.approvals import Approvals
 from store.db import Store
@@ -181,6 +181,7 @@ class ApprovalService:
             return
         await checkpoints.reached("approval.claimed")
         state, result = await self._run(rec)
+        await checkpoints.reached("approval.ran")
         done = await self.repo.transition(approval_id, ("executing",), state, "anyy", result=result)
         log.info("approval_executed id=%s tool=%s state=%s", approval_id, rec.tool, state)
         if done is not None:

@@ -1,6 +1,6 @@
 """Toolset selection: which toolsets' schemas go with this turn's model request, and why.
 
-Deterministic and cheap: precompiled keyword regexes behind substring tests (`gateway.keywords`), no
+Deterministic and cheap: precompiled keyword regexes behind substring tests (`gateway.selection.keywords`), no
 model call. The inputs are the message text, whether it has attachments, the toolsets the session used
 in its last turns, the session's pins, and the toolsets available in this runtime (connector toolsets
 only when their connector is configured; the caller decides that, and nothing outside `available` is
@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 
 from pydantic import BaseModel, Field
 
-from gateway.keywords import matcher
+from gateway.selection.keywords import matcher
 from toolsets.base import Descriptor, Tool, Toolset
 
 log = logging.getLogger(__name__)
