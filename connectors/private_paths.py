@@ -8,12 +8,17 @@ checked after resolving symlinks and `..` against the working directory, so no s
 through (`/proc/self/../1/environ`, a symlink in the workspace); a `/proc/<pid>/` path is refused as
 spelled too, since `fd/3` resolves to the file the process has open. The workspace and the write roots stay
 readable even when they lie inside the data directory.
+
+`protect_this_process` makes the resident's own /proc entries readable by root only, so even an approved
+command running as the same user cannot read the environment Anyy was started with.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import re
+import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -70,3 +75,19 @@ def _candidates(arg: str) -> list[str]:
 
 def _real(path: Path) -> Path:
     return Path(os.path.realpath(path))
+
+
+_PR_SET_DUMPABLE = 4
+
+
+def protect_this_process() -> bool:
+    """Mark this process not dumpable (Linux `prctl(PR_SET_DUMPABLE, 0)`): its `/proc/<pid>/environ`,
+    `mem`, `fd/` and the like then belong to root, and no other process of the same user (a command the
+    owner approved, a program the model ran) can read the secrets its environment still holds. Costs no
+    core dumps and no debugger attach as the same user. Returns whether it applied (False elsewhere)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        return int(ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False

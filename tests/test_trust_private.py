@@ -87,3 +87,29 @@ def test_a_workspace_inside_the_data_directory_stays_readable(tmp_path: Path) ->
     assert "inside Anyy's own files" in (paths.refusal("../anyy.db", ws) or "")
     assert "contains Anyy's own files" in (paths.refusal(str(tmp_path), ws, recursive=True) or "")
     assert paths.refusal(str(tmp_path), ws) is None  # listing the folder that holds it is not reading it
+
+
+SYSTEM_PYTHON = "/usr/bin/python3"
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not Path(SYSTEM_PYTHON).exists(), reason="needs root to run as nobody")
+def test_the_resident_keeps_its_environment_from_same_user_processes(tmp_path: Path) -> None:
+    """A process that called `protect_this_process` (as `anyy run` and `anyy chat` do) cannot have its
+    environment read by another process of the same user; the control without it can."""
+    import subprocess
+
+    root = str(Path(__file__).resolve().parents[1])
+    env = {"PYTHONPATH": root, "ANYY_TEST_MODEL_KEY": "sk-secret-in-environ", "PATH": "/usr/bin:/bin"}
+    outcomes = {}
+    for protect in (False, True):
+        code = ("import sys, time\nfrom connectors.private_paths import protect_this_process\n"
+                f"ok = protect_this_process() if {protect} else True\nprint(ok, flush=True)\ntime.sleep(30)\n")
+        proc = subprocess.Popen([SYSTEM_PYTHON, "-c", code], env=env, user="nobody", stdout=subprocess.PIPE, text=True)
+        try:
+            assert proc.stdout is not None and proc.stdout.readline().strip() == "True"
+            read = subprocess.run(["cat", f"/proc/{proc.pid}/environ"], user="nobody", capture_output=True)
+            outcomes[protect] = b"sk-secret-in-environ" in read.stdout
+        finally:
+            proc.kill()
+            proc.wait()
+    assert outcomes == {False: True, True: False}

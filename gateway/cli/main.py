@@ -10,6 +10,7 @@ import sys
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from connectors.private_paths import protect_this_process
 from gateway import redaction
 from gateway.app import Gateway
 from gateway.cli import admin
@@ -28,6 +29,7 @@ async def run(config: Config, args: argparse.Namespace) -> int:
     """The resident process: every configured surface and the scheduler, until SIGTERM/SIGINT."""
     lock = ResidentLock(config.store_path, config.data_dir)
     lock.acquire()
+    protect_this_process()  # our environment holds the model key: no same-user process may read it
     # Installed before anything is started or printed: a SIGTERM that arrives while surfaces start
     # (or right after a caller sees the first status line) still shuts down cleanly.
     stop = asyncio.Event()
@@ -84,6 +86,7 @@ async def chat(config: Config, args: argparse.Namespace) -> int:
         resident = True
     except LockHeld:
         resident = False  # `anyy run` is up: it fires schedules and delivers other surfaces
+    protect_this_process()
     console = ConsoleSurface(config.console.user_id)
     gw = Gateway(config, surfaces=[console], resident=resident)
     try:
