@@ -47,7 +47,9 @@ TOOLSET = Toolset(
 MAX_READ_BYTES = 20 * 1024 * 1024  # a file larger than this is read with bash head/tail instead
 MAX_SHOWN_CHARS = 100_000
 MAX_WRITE_BYTES = 8 * 1024 * 1024
-DIFF_CHARS = 3500
+# What the approval row keeps of a diff: the prompt shows its first part, `/approvals ID` all of it
+# (split into messages by the surface), so the owner can read every line of what Approve writes.
+DIFF_CHARS = 200_000
 _GATED = {"risk": Risk.RUNTIME_HIGH, "approval": ApprovalPolicy.HOOK, "execution": ExecutionPolicy.CHANGE_PLAN}
 
 
