@@ -45,3 +45,14 @@ def test_an_mcp_servers_tool_descriptions_are_marked_as_its_words() -> None:
     assert tool.description.startswith("[MCP server remote] Lists notes.") and tool.description.endswith("\\x1b[8m")
     assert tool.schema()["description"] == tool.description
     assert "[MCP server ...] is that server's own words" in PROMPT_RULE
+
+
+@pytest.mark.parametrize("remote", [False, True])
+async def test_the_dashboard_cookie_is_secure_when_served_beyond_this_machine(dashboard_config, start_console,
+                                                                              start_dashboard, remote: bool) -> None:
+    config = dashboard_config()
+    config.dashboard = config.dashboard.model_copy(update={"allow_remote": remote})
+    d = await start_dashboard(await start_console(config))
+    async with d.client().get("/dashboard/login", params={"token": d.token}, allow_redirects=False) as r:
+        cookie = r.headers["Set-Cookie"]
+    assert "HttpOnly" in cookie and ("Secure" in cookie) is remote
