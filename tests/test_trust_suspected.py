@@ -56,3 +56,50 @@ async def test_the_dashboard_cookie_is_secure_when_served_beyond_this_machine(da
     async with d.client().get("/dashboard/login", params={"token": d.token}, allow_redirects=False) as r:
         cookie = r.headers["Set-Cookie"]
     assert "HttpOnly" in cookie and ("Secure" in cookie) is remote
+
+
+@pytest.fixture
+def unix_listener():
+    """A Unix socket that is a file outside the workspace and /tmp: what a sandboxed command without
+    network must not reach (the Docker socket, a D-Bus or gpg-agent socket play this part)."""
+    import shutil
+    import socket
+    import tempfile
+    import threading
+
+    folder = Path(tempfile.mkdtemp(dir="/var/tmp", prefix="anyy-sock-"))
+    srv = socket.socket(socket.AF_UNIX)
+    srv.bind(str(folder / "agent.sock"))
+    srv.listen()
+    accepted: list[bool] = []
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                return
+            accepted.append(True)
+            conn.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    yield folder / "agent.sock", accepted
+    srv.close()
+    shutil.rmtree(folder)
+
+
+UNIX_CONNECT = ("python3 -c \"import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); "
+                "print('CONNECTED')\"")
+
+
+@pytest.mark.skipif(__import__("shutil").which("bwrap") is None, reason="needs bubblewrap")
+@pytest.mark.parametrize("network", [False, True])
+async def test_without_network_the_sandbox_reaches_no_unix_socket(start_console, make_config, model, tmp_path,
+                                                                 unix_listener, network: bool) -> None:
+    path, accepted = unix_listener
+    host = await start_console(make_config(workspace={"root": str(tmp_path / "ws")},
+                                           approvals={"hook": "tests.support.hooks:allow_all"},
+                                           terminal={"sandbox": "bwrap", "network": network}))
+    result = await call(host, model, "bash", {"command": f"{UNIX_CONNECT} {path}; echo still-running"})
+    assert "still-running" in result  # the command itself ran
+    assert ("CONNECTED" in result) is network and (accepted == [True]) is network, result
