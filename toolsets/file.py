@@ -1,10 +1,12 @@
 """The file toolset: read and search freely; write and patch only inside the workspace, after approval.
 
 `read_file` and `search_files` anchor relative paths to the workspace and read absolute paths wherever
-the process may read, except other processes' /proc entries and Anyy's own files (refused). `write_file` and `patch` are ChangePlan-gated: the owner sees a unified diff (a new
-file: its content) bound to the file's content hash, or to its absence. Overwriting or patching needs
-that this session read the file and that it is unchanged since ("read before overwrite"); at execution
-the hash is checked again by the approval (the binding) and once more right before the atomic rename.
+the process may read, except other processes' /proc entries and Anyy's own files (refused).
+`write_file` and `patch` are ChangePlan-gated: the owner sees a unified diff (a new file: its content),
+and the approval stores the effect itself (`Preview.payload`: the path, the file's
+content hash or its absence, the exact new content). Overwriting or patching needs that this session read
+the file and that it is unchanged since ("read before overwrite"); Approve runs the stored payload through
+`@effect` (no fresh plan), which writes only over that hash, checked right before the atomic rename.
 File contents reach the model as external content: a file may have come from anywhere.
 """
 
@@ -260,24 +262,28 @@ def _diff(plan: Plan) -> str:
     return head + body
 
 
-def _binding(plan: Plan) -> dict[str, str | None]:
-    return {"path": plan.target, "sha256": plan.old_hash, "new_sha256": sha256_bytes(plan.new)}
+def _payload(plan: Plan) -> dict[str, str | None]:
+    """The whole effect the preview shows: where, over which content (None: only where nothing exists),
+    and the exact new content (text: both tools write UTF-8)."""
+    return {"path": plan.target, "sha256": plan.old_hash, "content": plan.new.decode("utf-8")}
 
 
-async def _apply(plan: Plan) -> str:
+async def _apply(ctx: ToolContext, args: object, payload: dict[str, str | None]) -> str:
+    """Write the payload's content, only over the hash it was planned on; then the session has seen it,
+    so it may change the file again without re-reading. The path is checked against the write roots
+    again (a folder on it may have become a symlink since)."""
+    path, content = str(payload["path"]), str(payload["content"])
     try:
-        await asyncio.to_thread(Workspace.write_atomic, Path(plan.target), plan.new, plan.old_hash)
+        if str(_workspace(ctx).resolve_write(path)) != path:
+            raise ToolError(f"{path} now leads elsewhere (a symlink changed); nothing was written")
+        data = content.encode("utf-8")
+        await asyncio.to_thread(Workspace.write_atomic, Path(path), data, payload["sha256"])
     except WorkspaceError as exc:
         raise ToolError(str(exc)) from None
     except OSError as exc:
-        raise ToolError(f"cannot write {plan.target}: {exc.strerror or exc}") from None
-    verb = "created" if plan.old_hash is None else "wrote"
-    return f"{verb} {plan.target} ({len(plan.new)} bytes)"
-
-
-async def _remember(ctx: ToolContext, plan: Plan) -> None:
-    """The session has seen what it just wrote, so it may change it again without re-reading."""
-    await FileReads(ctx.store).record(ctx.session_id, plan.target, sha256_bytes(plan.new))
+        raise ToolError(f"cannot write {path}: {exc.strerror or exc}") from None
+    await FileReads(ctx.store).record(ctx.session_id, path, sha256_bytes(data))
+    return f"{'created' if payload['sha256'] is None else 'wrote'} {path} ({len(data)} bytes)"
 
 
 @TOOLSET.tool(**_GATED, visible_chars=2000)
@@ -289,16 +295,13 @@ async def write_file(ctx: ToolContext, path: str, content: str) -> str:
         path: relative to the workspace, or absolute inside a write root.
         content: the complete new content of the file.
     """
-    plan = await _write_plan(ctx, path, content)
-    result = await _apply(plan)
-    await _remember(ctx, plan)
-    return result
+    return await _apply(ctx, None, _payload(await _write_plan(ctx, path, content)))
 
 
 @write_file.preview
 async def _write_preview(ctx: ToolContext, args: BaseModel) -> Preview:
     plan = await _write_plan(ctx, args.path, args.content)  # type: ignore[attr-defined]
-    return Preview(text=_diff(plan), binding=_binding(plan))
+    return Preview(text=_diff(plan), payload=_payload(plan))
 
 
 @TOOLSET.tool(**_GATED, visible_chars=2000)
@@ -312,13 +315,14 @@ async def patch(ctx: ToolContext, path: str, old_text: str, new_text: str, repla
         new_text: the replacement.
         replace_all: replace every occurrence.
     """
-    plan = await _patch_plan(ctx, path, old_text, new_text, replace_all)
-    result = await _apply(plan)
-    await _remember(ctx, plan)
-    return result
+    return await _apply(ctx, None, _payload(await _patch_plan(ctx, path, old_text, new_text, replace_all)))
 
 
 @patch.preview
 async def _patch_preview(ctx: ToolContext, args: BaseModel) -> Preview:
     plan = await _patch_plan(ctx, args.path, args.old_text, args.new_text, args.replace_all)  # type: ignore[attr-defined]
-    return Preview(text=_diff(plan), binding=_binding(plan))
+    return Preview(text=_diff(plan), payload=_payload(plan))
+
+
+write_file.effect(_apply)
+patch.effect(_apply)
