@@ -105,3 +105,15 @@ async def test_a_name_that_resolves_to_a_denied_address_is_refused() -> None:
     guard = Guard(HostRules(denied=["127.0.0.2"]), allow_private=True, resolver=resolve)
     with pytest.raises(BlockedURL, match="resolves to ::ffff:7f00:2, which is in denied_hosts"):
         await guard.check("http://innocent.test/")
+
+
+async def test_a_calendar_servers_reason_phrase_is_not_shown(site: FakeSite) -> None:
+    from connectors.caldav import CalDAV, CalendarError
+
+    client = CalDAV(site.url("/"), "owner", "pw", timeout=2)
+    try:
+        with pytest.raises(CalendarError) as raised:
+            await client.request("GET", site.url("/refuse"))
+    finally:
+        await client.aclose()
+    assert "HTTP 503 Service Unavailable" in str(raised.value) and PLANTED_REASON not in str(raised.value)

@@ -17,7 +17,6 @@ import time
 import zlib
 from collections import OrderedDict
 from dataclasses import dataclass, replace
-from http import HTTPStatus
 from urllib.parse import urljoin
 
 import httpx
@@ -152,7 +151,8 @@ class WebFetcher:
                     continue
                 if response.status_code >= 400:
                     # The server's reason phrase is its own words: the standard phrase of the code is ours.
-                    shown = f"{asked}: HTTP {_status(response.status_code)}"
+                    code = response.status_code
+                    shown = f"{asked}: HTTP {code} {httpx.codes.get_reason_phrase(code)}".rstrip()
                     if hop:
                         raise FetchError(f"{shown} (at {target.url}, after {hop} redirect(s))", remote=True)
                     raise FetchError(shown)
@@ -200,13 +200,6 @@ class WebFetcher:
 
 class _Redirected(Exception):
     """A redirect's target was refused by the guard (the BlockedURL is its cause)."""
-
-
-def _status(code: int) -> str:
-    try:
-        return f"{code} {HTTPStatus(code).phrase}"
-    except ValueError:
-        return str(code)
 
 
 def _page(asked: str, target: Target, status: int, content_type: str, text: Readable, size: int,
