@@ -26,6 +26,7 @@ bench: $(STAMP)  ## the benchmarks in bench/, figures recorded in docs/benchmark
 	$(BIN)/python bench/selection.py
 	$(BIN)/python bench/automations.py
 	$(BIN)/python bench/streaming.py
+	$(BIN)/python bench/remind_phrases.py
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache

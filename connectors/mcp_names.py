@@ -1,10 +1,10 @@
 """Model-visible names for MCP servers and their tools: `mcp-<server>` and `mcp_<server>_<tool>`.
 
-Providers accept tool names of at most 64 characters from `[a-zA-Z0-9_-]`. The rules (those of the noeta
-reference): other characters become `_`; a name over the limit keeps its prefix and ends in `_` plus 8 hex
-digits of the SHA-256 of the full original name; when two tools of one server end up with the same name,
-the one whose name was already valid keeps it and the others get the suffix; two servers whose names end
-up the same are a configuration error, found at start.
+Providers accept tool names of at most 64 characters from `[a-zA-Z0-9_-]`. The rules: other characters
+become `_`; a name over the limit keeps its prefix and ends in `_` plus 8 hex digits of the SHA-256 of
+the full original name; when two tools of one server end up with the same name, the one whose name was
+already valid keeps it and the others get the suffix; two servers whose names end up the same are a
+configuration error, found at start.
 """
 
 from __future__ import annotations

@@ -21,7 +21,8 @@ import yaml
 log = logging.getLogger(__name__)
 
 SKILL_FILE = "SKILL.md"
-NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
+# The Agent Skills rules: 1-64 lower-case letters, digits and single hyphens, not at either end.
+NAME_RE = re.compile(r"^(?=.{1,64}$)[a-z0-9]+(?:-[a-z0-9]+)*$")
 MAX_SKILL_BYTES = 100_000
 MAX_DESCRIPTION = 1024
 _FRONT = re.compile(r"\A---\s*\n(.*?)\n---\s*(?:\n|\Z)", re.DOTALL)
@@ -53,7 +54,10 @@ def parse_skill(text: str, folder: Path, managed: bool) -> Skill:
         raise SkillError(f"{folder / SKILL_FILE}: front matter must be a mapping")
     name, description = str(meta.get("name") or "").strip(), str(meta.get("description") or "").strip()
     if not NAME_RE.match(name):
-        raise SkillError(f"{folder / SKILL_FILE}: name {name!r} must be lower-case letters, digits and '-'")
+        raise SkillError(f"{folder / SKILL_FILE}: name {name!r} must be 1-64 lower-case letters, digits and "
+                         "single '-' (not first or last)")
+    if name != folder.name:
+        raise SkillError(f"{folder / SKILL_FILE}: name {name!r} must be the folder's name, {folder.name!r}")
     if not description:
         raise SkillError(f"{folder / SKILL_FILE}: description is missing")
     return Skill(name=name, description=description[:MAX_DESCRIPTION], body=text[m.end():].strip(),
@@ -118,10 +122,9 @@ class SkillLibrary:
                     skill = parse_skill(raw.decode("utf-8", errors="replace"), folder, managed)
                 except (OSError, SkillError) as exc:
                     problems.append(str(exc))
+                    log.warning("skill_unreadable path=%s problem=%s", folder / SKILL_FILE, exc)
                     continue
                 found.setdefault(skill.name, skill)
-        if problems:
-            log.warning("skills_unreadable count=%d", len(problems))
         return found, problems
 
     def get(self, name: str) -> Skill:
@@ -148,7 +151,8 @@ class SkillLibrary:
 
     def _managed_folder(self, name: str) -> Path:
         if not NAME_RE.match(name):
-            raise SkillError(f"skill name {name!r} must be lower-case letters, digits and '-' (at most 64)")
+            raise SkillError(f"skill name {name!r} must be 1-64 lower-case letters, digits and single '-' "
+                             "(not first or last)")
         existing = self.skills().get(name)
         if existing is not None and not existing.managed:
             raise SkillError(f"skill {name!r} lives in a read-only root ({existing.folder.parent}); it cannot be "

@@ -4,23 +4,27 @@ Owners are the users a surface's config lists (`allowed_users`, `approvers`, `[a
 and whoever holds the terminal (`anyy chat`, the admin CLI). Guests are users admitted by pairing
 (`anyy pairing approve SURFACE CODE`): they have their own sessions, memory, tasks and reminders, and only
 the toolsets `[access] guest_toolsets` lists (or that declare `guests=True`), never the connector
-toolsets that act through the owner's accounts or machine. Anyone else gets a pairing code and nothing
-else. Every entry point asks this module: a message (runtime), a button press (app.press), an
+toolsets that act through the owner's accounts or machine, and never one that declares `owners_only`
+(the browser) whatever the list says. Anyone else gets a pairing code and nothing else. Every entry point asks this module: a message (runtime), a button press (app.press), an
 automation run (scheduler), a decision (approvals.decide), a surface about to download attachments.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import secrets
+import time
+from collections import deque
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from gateway.config import Config
 from store.access import AccessRepo
 from store.db import Store
-from store.records import ApprovalRecord, Inbound, PairingRecord, iso, utcnow
+from store.records import ApprovalRecord, Button, Inbound, Origin, Outbound, PairingRecord, iso, utcnow
 from toolsets.base import Toolset
 
 if TYPE_CHECKING:
@@ -36,6 +40,42 @@ CODE_LEN = 8
 CODE_TTL = timedelta(hours=1)
 MAX_REPLIES_PER_CODE = 3  # after this, an unknown user's messages are ignored until the code expires
 TERMINAL_SURFACES = ("console", "cli")  # whoever holds the terminal holds the data directory
+# Owners hear of at most this many new strangers per surface an hour: a crowd of throwaway accounts
+# must not flood the owner's chat (the rest still get codes, and `anyy pairing list` shows them).
+MAX_NOTICES_PER_HOUR = 5
+
+
+Delivery = tuple[Outbound, str]  # a message and its outbox dedupe key
+
+
+@dataclass
+class PairingAnswer:
+    """What a stranger's message causes: the reply to them (None once told often enough) and the
+    notices to the surface's owners (only for a new code, and rate-limited)."""
+
+    reply: str | None
+    notices: list[Delivery] = field(default_factory=list)
+
+
+class Outbox(Protocol):
+    async def enqueue(self, outbound: Outbound, dedupe_key: str | None = None) -> int: ...
+    async def put(self, outbound: Outbound, dedupe_key: str) -> int: ...
+
+
+@dataclass
+class PairingDecision:
+    """An Admit / Ignore: the answer for the owner who decided, the welcome for an admitted user, and
+    the owners' notices rewritten to the outcome (their buttons gone)."""
+
+    answer: str
+    welcome: Delivery | None = None
+    edits: list[Delivery] = field(default_factory=list)
+
+    async def deliver(self, outbox: Outbox) -> None:
+        if self.welcome is not None:
+            await outbox.enqueue(*self.welcome)
+        for edit in self.edits:
+            await outbox.put(*edit)
 
 
 class Access:
@@ -43,6 +83,7 @@ class Access:
         self.repo = AccessRepo(store)
         self.config = config
         self._toolsets = {ts.name: ts for ts in toolsets}
+        self._notices: dict[str, deque[float]] = {}  # surface -> monotonic times of recent notices
 
     # -- roles ------------------------------------------------------------------------------------
 
@@ -77,13 +118,15 @@ class Access:
     def guest_may_use(self, toolset: str) -> bool:
         """Whether a guest's turn may use the named toolset."""
         ts = self._toolsets.get(toolset)
+        if ts is not None and ts.owners_only:
+            return False
         return toolset in self.config.access.guest_toolsets or (ts is not None and ts.guests)
 
     def toolsets_for(self, role: Role | None, toolsets: Sequence[Toolset]) -> list[Toolset]:
         """The toolsets a turn of this role may be offered (a stranger's turn never gets this far)."""
         if role == "owner":
             return list(toolsets)
-        return [ts for ts in toolsets if ts.guests or self.guest_may_use(ts.name)]
+        return [ts for ts in toolsets if not ts.owners_only and (ts.guests or self.guest_may_use(ts.name))]
 
     # -- deciding ---------------------------------------------------------------------------------
 
@@ -109,10 +152,12 @@ class Access:
 
     # -- strangers --------------------------------------------------------------------------------
 
-    async def pairing_reply(self, inbound: Inbound) -> str | None:
-        """The reply for an unknown user: their pairing code (new or current), or None once they have
-        been told often enough (so a stranger cannot make the bot talk endlessly)."""
+    async def pairing_reply(self, inbound: Inbound) -> PairingAnswer:
+        """The answer to an unknown user: their pairing code (new or current), or no reply once they
+        have been told often enough (so a stranger cannot make the bot talk endlessly); for a new
+        code, a notice with Admit / Ignore buttons to each owner of the surface."""
         current = await self.repo.current_code(inbound.surface, inbound.user_id)
+        notices: list[Outbound] = []
         if current is None:
             now = utcnow()
             current = PairingRecord(
@@ -120,10 +165,60 @@ class Access:
                 user_id=inbound.user_id, chat_id=inbound.chat_id, user_name=inbound.user_name,
                 created_at=iso(now), expires_at=iso(now + CODE_TTL))
             await self.repo.add_code(current)
+            notices = self._owner_notices(current)
         elif await self.repo.bump_attempts(current.code) >= MAX_REPLIES_PER_CODE:
-            return None
-        return (f"I don't know you yet. Your pairing code is {current.code} (valid for 1 hour). "
-                f"Ask the owner to run: anyy pairing approve {inbound.surface} {current.code}")
+            return PairingAnswer(None)
+        return PairingAnswer(f"I don't know you yet. Your pairing code is {current.code} (valid for 1 hour). "
+                             f"Ask the owner to run: anyy pairing approve {inbound.surface} {current.code}",
+                             notices)
+
+    def _owners(self, surface: str) -> list[str]:
+        return [str(u) for u in getattr(getattr(self.config, surface, None), "allowed_users", [])]
+
+    def _owner_notices(self, rec: PairingRecord) -> list[Delivery]:
+        owners = self._owners(rec.surface)
+        recent = self._notices.setdefault(rec.surface, deque())
+        now = time.monotonic()
+        while recent and now - recent[0] > 3600:
+            recent.popleft()
+        if not owners or len(recent) >= MAX_NOTICES_PER_HOUR:
+            if owners:
+                log.info("pairing_notice_suppressed surface=%s reason=rate_limit", rec.surface)
+            return []
+        recent.append(now)
+        text = (f"{stranger_label(rec)} wants to talk to Anyy on {rec.surface}. Admit them as a guest (their own "
+                f"sessions, no access to your accounts)? Code {rec.code}, valid for 1 hour.")
+        buttons = [Button(label="Admit", action="admit", value=rec.code),
+                   Button(label="Ignore", action="ignore", value=rec.code)]
+        # An owner's direct chat has the owner's id on Telegram and Slack alike.
+        return [(Outbound(origin=Origin(surface=rec.surface, chat_id=owner), text=text, buttons=buttons),
+                 _notice_key(rec, owner)) for owner in owners]
+
+    async def decide_pairing(self, surface: str, owner_id: str, code: str, *, admit: bool) -> PairingDecision:
+        """An owner's Admit / Ignore press. Only an owner of the same surface may decide (a guest cannot
+        bring in friends)."""
+        if await self.role(surface, owner_id) != "owner":
+            log.info("pairing_press_refused surface=%s reason=not_owner", surface)
+            return PairingDecision("Only the owner can admit someone; nothing changed.")
+        return await self.settle_pairing(surface, code, admit=admit, by=f"{surface}:{owner_id}")
+
+    async def settle_pairing(self, surface: str, code: str, *, admit: bool, by: str) -> PairingDecision:
+        """Admit the stranger behind `code` (as `anyy pairing approve`) or leave them unpaired, for an
+        owner `by` the caller has checked."""
+        rec = next((p for p in await self.repo.pending() if p.surface == surface and p.code == code.upper()), None)
+        if rec is None or (admit and await self.repo.redeem(surface, code) is None):
+            return PairingDecision("That pairing code has expired or was already used; nothing changed.")
+        label = stranger_label(rec)
+        log.info("pairing_%s surface=%s user=%s by=%s", "admitted" if admit else "ignored", surface, rec.user_id, by)
+        outcome = f"admitted as a guest by {by}" if admit else f"ignored by {by}: they stay unpaired"
+        edits = [(Outbound(origin=Origin(surface=surface, chat_id=owner),
+                           text=f"{label} asked to talk to Anyy on {surface}: {outcome}."), _notice_key(rec, owner))
+                 for owner in self._owners(surface)]
+        if not admit:
+            return PairingDecision("Ignored: they stay unpaired (their code expires within the hour).", edits=edits)
+        welcome = Outbound(origin=Origin(surface=surface, chat_id=rec.chat_id),
+                           text="You're in: the owner admitted you. Write me anything.")
+        return PairingDecision(f"Admitted {label}.", (welcome, f"pairing-welcome:{surface}:{rec.code}"), edits)
 
     # -- revocation -------------------------------------------------------------------------------
 
@@ -143,3 +238,15 @@ class Access:
                 disabled += 1
         log.info("access_revoked user=%s approvals_cancelled=%d automations_disabled=%d", user_key, cancelled, disabled)
         return cancelled, disabled
+
+
+def stranger_label(rec: PairingRecord) -> str:
+    """"Name (user 123)": the name a stranger gave themselves, reduced to plain characters so it cannot
+    carry a link or formatting into the owner's chat."""
+    name = re.sub(r"[^\w .@'-]", "", rec.user_name or "")[:64].strip()
+    return f"{name} (user {rec.user_id})" if name else f"user {rec.user_id}"
+
+
+def _notice_key(rec: PairingRecord, owner: str) -> str:
+    """One outbox row per stranger's code and owner: the notice, and later its rewrite to the outcome."""
+    return f"pairing-notice:{rec.surface}:{rec.code}:{owner}"

@@ -219,6 +219,10 @@ class Gateway:
             return "You are not allowed to use this assistant; nothing changed."
         if action in ("approve", "deny"):
             return await self.approvals.decide(value, user_key, approve=action == "approve")
+        if action in ("admit", "ignore"):
+            decision = await self.access.decide_pairing(surface, user_id, value, admit=action == "admit")
+            await decision.deliver(self.outbox)
+            return decision.answer
         if action == "clarify":
             if not await self._asked(session_id_for(origin, user_id if is_group else None), value):
                 log.info("press_refused surface=%s action=clarify reason=not_asked", surface)

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import logging
 import sys
+from pathlib import Path
 
 
-def setup_logging(level: int = logging.INFO) -> None:
-    handler = logging.StreamHandler(sys.stderr)
+def setup_logging(level: int = logging.INFO, file: Path | None = None) -> None:
+    """Log lines to stderr, or to `file` (the terminal chat: warnings must not land among the replies)."""
+    if file is not None:
+        file.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(file, encoding="utf-8") if file is not None else logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]

@@ -34,7 +34,10 @@ class Store:
 
     async def open(self) -> "Store":
         """Open (creating if needed) the database and apply pending migrations."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot create the directory {self.path.parent}: {exc.strerror}") from None
         self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="anyy-store")
         try:
             await self.run_raw(self._connect)

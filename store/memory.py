@@ -12,9 +12,11 @@ class Memory:
     def __init__(self, store: Store) -> None:
         self.store = store
 
-    async def list(self, user_key: str, target: str | None = None) -> list[MemoryEntry]:
+    async def list(self, user_key: str | None, target: str | None = None) -> list[MemoryEntry]:
+        """One user's entries (None: every user's, for the owner's dashboard), oldest first."""
+
         def op(db: Database) -> list[MemoryEntry]:
-            where, args = "user_key = ?", [user_key]
+            where, args = ("user_key = ?", [user_key]) if user_key is not None else ("1", [])
             if target:
                 where += " AND target = ?"
                 args.append(target)
@@ -28,6 +30,10 @@ class Memory:
             return MemoryEntry(id=db["memory"].insert(row).last_pk, **row)
 
         return await self.store.run(op)
+
+    async def get(self, entry_id: int) -> MemoryEntry | None:
+        rows = await self.store.run(lambda db: list(db["memory"].rows_where("id = ?", [entry_id])))
+        return row_to(MemoryEntry, rows[0]) if rows else None
 
     async def set_content(self, entry_id: int, content: str) -> None:
         await self.store.run(lambda db: db["memory"].update(entry_id, {"content": content}))

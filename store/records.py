@@ -64,8 +64,8 @@ class Inbound(BaseModel):
 
 class Button(BaseModel):
     label: str
-    action: str  # approve | deny | clarify
-    value: str  # approval id, or "<clarify id>:<option index>"
+    action: str  # approve | deny | clarify | admit | ignore
+    value: str  # approval id, "<clarify id>:<option index>", or a pairing code (admit, ignore)
 
 
 class Outbound(BaseModel):

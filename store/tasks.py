@@ -31,9 +31,11 @@ class Tasks:
 
         return await self.store.run(op)
 
-    async def list(self, user_key: str, status: str | None = "open", limit: int = 50) -> list[TaskRecord]:
+    async def list(self, user_key: str | None, status: str | None = "open", limit: int = 50) -> list[TaskRecord]:
+        """One user's tasks (None: every user's, for the owner's dashboard), the soonest due first."""
+
         def op(db: Database) -> list[TaskRecord]:
-            where, args = "user_key = ?", [user_key]
+            where, args = ("user_key = ?", [user_key]) if user_key is not None else ("1", [])
             if status:
                 where += " AND status = ?"
                 args.append(status)

@@ -1,4 +1,5 @@
-"""Token usage, summed from the usage every model call stored on its row (replies and compaction summaries)."""
+"""Token usage, summed from the usage every model call stored on its row (replies and compaction summaries),
+and the paid tool calls (image generation), counted from their audit events."""
 
 from __future__ import annotations
 
@@ -23,11 +24,14 @@ class UsageRepo:
     def __init__(self, store: Store) -> None:
         self.store = store
 
-    async def totals(self, *, since: str, user_key: str | None = None,
+    async def totals(self, *, since: str, until: str | None = None, user_key: str | None = None,
                      session_id: str | None = None) -> list[UsageTotal]:
-        """Totals per (model, session kind) of calls made at or after `since` (ISO time), optionally for
-        one user or one session."""
+        """Totals per (model, session kind) of calls made at or after `since` and before `until` (ISO
+        times), optionally for one user or one session."""
         where, args = ["m.role IN ('assistant', 'summary')", "m.meta IS NOT NULL", "m.created_at >= ?"], [since]
+        if until is not None:
+            where.append("m.created_at < ?")
+            args.append(until)
         if user_key is not None:
             where.append("m.user_key = ?")
             args.append(user_key)
@@ -47,3 +51,12 @@ class UsageRepo:
             return [UsageTotal(**row) for row in db.execute_returning_dicts(sql, args)]
 
         return await self.store.run(op)
+
+    async def tool_runs(self, tool: str, *, since: str, user_key: str | None = None) -> int:
+        """How many audited runs of `tool` succeeded at or after `since` (ISO time), optionally for one user."""
+        where, args = ["tool = ?", "action = 'tool.run'", "at >= ?"], [tool, since]
+        if user_key is not None:
+            where.append("actor = ?")
+            args.append(user_key)
+        sql = f"SELECT count(*) FROM audit WHERE {' AND '.join(where)}"
+        return await self.store.run(lambda db: int(db.execute(sql, args).fetchone()[0]))

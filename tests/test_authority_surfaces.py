@@ -57,7 +57,8 @@ async def test_telegram_never_fetches_a_strangers_attachments(tg: FakeBot, teleg
         model.script(reply("Got it."))
         tg.message(None, document=tg.add_file(b"%PDF", file_name="mine.pdf"))
         # The reply to the owner: the file was saved before the turn.
-        await tg.wait_calls("sendMessage", where=lambda c: c.params["chat_id"] == OWNER_ID)
+        await tg.wait_calls("sendMessage", where=lambda c: c.params["chat_id"] == OWNER_ID
+                            and "Got it" in c.params["text"])  # not the notice of the stranger
         assert len(tg.sent("getFile")) == 1
         # the turn moved the download into the artifact store
         [saved] = await Artifacts(gw.store, gw.config.data_dir / "artifacts", max_file_bytes=1 << 30,

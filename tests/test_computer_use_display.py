@@ -72,8 +72,11 @@ async def test_disabled_or_unreachable_means_no_toolset(start_console, make_conf
         await harness.gw.stop()
 
 
-async def test_a_guest_is_never_offered_computer_use(start_console, make_config, x_display, model: FakeModel):
-    h = await start_console(make_config(computer_use={"enabled": True, "display": x_display, "xvfb": False}))
+@pytest.mark.parametrize("guest_toolsets", [None, ["computer_use", "memory"]], ids=["default", "listed_for_guests"])
+async def test_a_guest_is_never_offered_computer_use(start_console, make_config, x_display, model: FakeModel,
+                                                     guest_toolsets):
+    access = {} if guest_toolsets is None else {"access": {"guest_toolsets": guest_toolsets}}
+    h = await start_console(make_config(computer_use={"enabled": True, "display": x_display, "xvfb": False}, **access))
     await pair_guest(h)
     model.script(tool_call("computer_use", {"action": "left_click", "coordinate": [10, 10]}), reply("I can't."))
     await say_as_guest(h, "click the button on my screen and take a screenshot")

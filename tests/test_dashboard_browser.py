@@ -21,7 +21,7 @@ from store.approvals import Approvals
 from tests.support.cli import anyy, write_config
 from tests.test_email_e2e import held
 
-OTHER_PAGES = ["toolsets", "automations", "sessions", "audit", "health"]
+OTHER_PAGES = ["toolsets", "automations", "sessions", "audit", "health", "pairing", "tasks", "memory", "skills"]
 DESKTOP, PHONE = (1280, 1000), (390, 844)
 
 
@@ -60,9 +60,10 @@ async def test_login_find_policy_and_approve_an_email_in_a_browser(
     assert url.startswith(f"http://127.0.0.1:{port}/dashboard/login?token=")
 
     await asyncio.to_thread(browser.get, url)
-    tools_url = f"http://127.0.0.1:{port}/dashboard/tools"
+    await until(browser, expected_conditions.presence_of_element_located((By.ID, "needs-approvals")))
+    assert browser.current_url == f"http://127.0.0.1:{port}/dashboard/"  # home; the token left the address bar
+    await asyncio.to_thread(browser.get, f"http://127.0.0.1:{port}/dashboard/tools")
     row = await until(browser, expected_conditions.presence_of_element_located((By.ID, "tool-email_send")))
-    assert browser.current_url == tools_url  # the token left the address bar
     assert "email_send" in row.text and "confirm" in row.text.split()
     await shot(browser, shots, "tools")
 
@@ -80,7 +81,7 @@ async def test_login_find_policy_and_approve_an_email_in_a_browser(
     button = await asyncio.to_thread(card.find_element, By.CSS_SELECTOR, "button.approve")
     await asyncio.to_thread(button.click)  # returns before the next page has loaded
     flash = await until(browser, expected_conditions.presence_of_element_located((By.CLASS_NAME, "flash")))
-    assert flash.text == f"{approval_id}: Approved; running it now."
+    assert flash.text == f"email_send ({approval_id}): Approved; running it now."
     await harness.gw.idle()
     assert len(smtp_recorder.received) == 1 and smtp_recorder.received[0].message["Subject"] == "Q1 numbers"
     rec = await Approvals(harness.gw.store).get(approval_id)
@@ -127,6 +128,6 @@ async def test_a_login_link_clicked_in_another_sites_page_still_logs_in(
         link = await asyncio.to_thread(browser.find_element, By.ID, "go")
         await asyncio.to_thread(link.click)
         heading = await until(browser, expected_conditions.presence_of_element_located((By.TAG_NAME, "h1")))
-        assert heading.text == "Tools" and browser.current_url == f"{d.base}/dashboard/tools"
+        assert heading.text == "What needs you" and browser.current_url == f"{d.base}/dashboard/"
     finally:
         await runner.cleanup()

@@ -75,7 +75,7 @@ async def test_the_token_becomes_a_strict_httponly_session_cookie(dash):
     async with c.get("/dashboard/login", params={"token": d.token}, allow_redirects=False) as r:
         # A page that moves on by itself, so the next request is same-site even when a link in another
         # site's page started the login (a redirect would lose the Strict cookie there).
-        assert r.status == 200 and '<meta http-equiv="refresh" content="0;url=/dashboard/tools">' in await r.text()
+        assert r.status == 200 and '<meta http-equiv="refresh" content="0;url=/dashboard/">' in await r.text()
         cookie = r.headers["Set-Cookie"]
     assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/dashboard" in cookie
     assert d.token not in cookie

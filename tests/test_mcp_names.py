@@ -1,4 +1,4 @@
-"""MCP name rules (the noeta reference): sanitising, the 64-character limit with an 8-hex SHA-256 suffix,
+"""MCP name rules: sanitising, the 64-character limit with an 8-hex SHA-256 suffix,
 collisions inside one server, and two servers that collide (a config error at start)."""
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """Reminders and automations through the console: /remind and the model's automation_create both arrive."""
 
 import re
+import time
 
 from tests.fixtures.model import reply, tool_call
 from tests.support.cli import anyy
@@ -8,11 +9,18 @@ from tests.support.cli import anyy
 
 async def test_remind_command_arrives_once_in_the_console(console, model):
     out = await console.say("/remind 2s hello")
-    assert re.match(r"⏰ Reminder \S+ set for \d\d:\d\d: hello", out), out
+    assert re.match(r"⏰ Reminder \S+ set for \d\d:\d\d \S+: hello", out), out
     delivered = await console.wait_for("⏰ hello")
     assert delivered.count("⏰ hello") == 1
     assert model.requests == []  # a reminder needs no model call
     assert (await console.say("/reminders")).startswith("No reminders.")  # a delivered one-shot is done
+
+
+async def test_a_reminder_never_fires_before_its_time(console, model):
+    await console.say("/remind 2s on time")
+    confirmed = time.monotonic()  # after the reminder was stored, so the gap measured is at most the real one
+    await console.wait_for("⏰ on time")
+    assert time.monotonic() - confirmed >= 2.0
 
 
 async def test_model_created_reminder_and_prompt_automation_arrive(console, model):

@@ -30,7 +30,7 @@ def write_skill(root: Path, folder: str, text: str, files: dict[str, str] | None
 @pytest.fixture
 def skill_root(tmp_path: Path) -> Path:
     root = tmp_path / "shared-skills"
-    write_skill(root, "expenses", EXPENSES, {"template.md": "| date | amount |"})
+    write_skill(root, "file-expenses", EXPENSES, {"template.md": "| date | amount |"})
     (tmp_path / "secret.txt").write_text("do not leak")
     return root
 
@@ -72,7 +72,7 @@ async def test_system_prompt_names_skills_without_their_bodies(harness, model):
 async def test_an_edited_skill_is_seen_without_a_restart(harness, model, skill_root):
     model.script(reply("ok"))
     await harness.say("hello")
-    write_skill(skill_root, "expenses", EXPENSES.replace("each month", "every Friday"))
+    write_skill(skill_root, "file-expenses", EXPENSES.replace("each month", "every Friday"))
     model.script(reply("ok"))
     await harness.say("hello again")
     assert "files expense receipts every Friday" in model.requests[-1].messages[0]["content"]

@@ -268,7 +268,8 @@ class Toolset:
     `keywords` are regular expressions (English and Chinese) that make the selector pick this toolset;
     `requires` names the connector or service without which the toolset does not exist for the model.
     `guests` shares the toolset with guests even when `[access] guest_toolsets` does not list it (an MCP
-    server configured with `guests = true`).
+    server configured with `guests = true`); `owners_only` keeps it from guests even when that list names
+    it (the browser, which carries the owner's cookies).
     """
 
     name: str
@@ -277,6 +278,7 @@ class Toolset:
     requires: str | None = None
     tools: list[Tool] = field(default_factory=list)
     guests: bool = False
+    owners_only: bool = False
 
     def tool(
         self,

@@ -48,6 +48,7 @@ TOOLSET = Toolset(
         r"桌面", r"键盘", r"按回车", r"滚动", r"往下翻", r"窗口", r"按钮", r"输入框",
     ),
     requires="computer_use",
+    owners_only=True,  # it drives the owner's screen: never a guest's, whatever [access] guest_toolsets says
 )
 
 SHOWN_WIDTH, SHOWN_HEIGHT = 1280, 800  # the largest screenshot a model is shown; larger screens are scaled

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from toolsets import artifact
 from toolsets import automation
+from toolsets import browser
 from toolsets import calendar
 from toolsets import computer_use
 from toolsets import email
 from toolsets import file
+from toolsets import media_generation
 from toolsets import terminal
 from toolsets import tts
 from toolsets import clarify, memory, messaging, sessions, tasks
@@ -28,11 +30,13 @@ TOOLSETS: list[Toolset] = [
     skills.TOOLSET,
     subagents.TOOLSET,
     web.TOOLSET,
+    browser.TOOLSET,
     file.TOOLSET,
     terminal.TOOLSET,
     computer_use.TOOLSET,
     artifact.TOOLSET,
     tts.TOOLSET,
+    media_generation.TOOLSET,
 ]
 
 

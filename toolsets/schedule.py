@@ -299,10 +299,13 @@ def describe(schedule: ScheduleModel, default_tz: ZoneInfo) -> str:
 
 
 def when_label(at: datetime, tz: ZoneInfo, now: datetime) -> str:
-    """Local time of instant `at` for a person: "09:00" on the day of `now`, else "Tue 1 Dec 09:00"
-    (with the year when it is not the year of `now`)."""
+    """Local time of instant `at` for a person, with its zone: "09:00 CET" on the day of `now`, else
+    "Tue 1 Dec 09:00 CET" (with the year when it is not the year of `now`). A zone without an
+    abbreviation shows its offset: "09:00 UTC+04"."""
     local, today = at.astimezone(tz), now.astimezone(tz)
+    zone = local.strftime("%Z")
+    zone = f"UTC{zone}" if zone[:1] in "+-" else zone
     if local.date() == today.date():
-        return f"{local:%H:%M}"
+        return f"{local:%H:%M} {zone}"
     year = f" {local.year}" if local.year != today.year else ""
-    return f"{local:%a} {local.day} {local:%b}{year} {local:%H:%M}"
+    return f"{local:%a} {local.day} {local:%b}{year} {local:%H:%M} {zone}"

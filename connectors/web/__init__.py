@@ -4,7 +4,7 @@
 patterns; `content` turns a body into text by its type; `fetch` joins them; `search` holds the backends.
 """
 
-from connectors.web.content import Readable, UnsupportedContent
+from connectors.web.content import Readable, UnsupportedContent, extractor_problem
 from connectors.web.fetch import FetchError, Page, WebFetcher
 from connectors.web.guard import BlockedURL, Guard, Resolver, Target, blocked_reason, system_resolver
 from connectors.web.hosts import HostRules, normalise_pattern
@@ -13,5 +13,5 @@ from connectors.web.search import SearchBackend, SearchError, SearchResult, sear
 __all__ = [
     "BlockedURL", "FetchError", "Guard", "HostRules", "Page", "Readable", "Resolver", "SearchBackend",
     "SearchError", "SearchResult", "Target", "UnsupportedContent", "WebFetcher", "blocked_reason",
-    "normalise_pattern", "search_backend", "system_resolver",
+    "extractor_problem", "normalise_pattern", "search_backend", "system_resolver",
 ]

@@ -96,6 +96,16 @@ def _html_title(body: bytes) -> str | None:
     return _clean_title(title)
 
 
+def extractor_problem() -> str | None:
+    """Why HTML pages cannot be made readable in this installation (a part of trafilatura's chain that
+    pip did not install), or None. Blocking (the imports take about a second): run it in a thread."""
+    try:
+        _html(b"<html><head><title>t</title></head><body><p>A paragraph.</p></body></html>", "https://example.org/")
+    except ImportError as exc:
+        return f"{exc} (pip install lxml_html_clean, or a newer pip and reinstall Anyy)"
+    return None
+
+
 def _html(body: bytes, url: str) -> Readable:
     # trafilatura and its dependencies take ~1 s to import: loaded on the first page, not at start-up.
     import trafilatura

@@ -134,9 +134,38 @@ class WebFetcher:
             return None
         return parts._replace(scheme="https").geturl()
 
+    async def fetch_bytes(self, url: str, *, max_bytes: int) -> tuple[bytes, str]:
+        """The body at `url` (through the guard at every hop, no https upgrade, no cache) and its content
+        type. FetchError when it is refused, fails, or is longer than `max_bytes`."""
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                target, response, body, complete = await self._get(url, None, max_bytes)
+        except TimeoutError:
+            raise FetchError(f"{url}: no complete answer within {self.timeout_s:g} s") from None
+        except BlockedURL as exc:
+            raise FetchError(f"{url}: refused: {exc}") from None
+        except _Redirected as exc:  # the refusal names a URL a server chose
+            raise FetchError(f"{url}: refused after a redirect: {exc.__cause__}", remote=True) from None
+        except httpx.HTTPError as exc:
+            raise FetchError(f"{url}: {_network_reason(exc)}") from None
+        if not complete:
+            raise FetchError(f"{url}: longer than {max_bytes} bytes")
+        return body, response.headers.get("content-type", "")
+
     async def _follow(self, asked: str, url: str, connect_s: float | None = None) -> Page:
-        """Fetch `url`, following redirects; `connect_s` shortens the first connection's timeout (an
-        https attempt that a firewall drops must leave time for the http fallback)."""
+        """Fetch `url` as text, following redirects; `connect_s` shortens the first connection's timeout
+        (an https attempt that a firewall drops must leave time for the http fallback)."""
+        target, response, body, complete = await self._get(url, connect_s, self.max_bytes)
+        content_type = response.headers.get("content-type", "")
+        text = await asyncio.to_thread(readable, content_type, body, url=target.url, complete=complete,
+                                       max_bytes=self.max_bytes)
+        return _page(asked, target, response.status_code, content_type, text, len(body), not complete)
+
+    async def _get(self, url: str, connect_s: float | None,
+                   max_bytes: int) -> tuple[Target, httpx.Response, bytes, bool]:
+        """The final target, response, body (up to `max_bytes`) and whether it was complete, after
+        following redirects, each hop checked by the guard."""
+        first = url  # the URL we were asked for; later ones a server chose
         for hop in range(MAX_REDIRECTS + 1):
             try:
                 target = await self.guard.check(url)
@@ -152,18 +181,15 @@ class WebFetcher:
                 if response.status_code >= 400:
                     # The server's reason phrase is its own words: the standard phrase of the code is ours.
                     code = response.status_code
-                    shown = f"{asked}: HTTP {code} {httpx.codes.get_reason_phrase(code)}".rstrip()
+                    shown = f"{first}: HTTP {code} {httpx.codes.get_reason_phrase(code)}".rstrip()
                     if hop:
                         raise FetchError(f"{shown} (at {target.url}, after {hop} redirect(s))", remote=True)
                     raise FetchError(shown)
-                body, complete = await self._read(response)
+                body, complete = await self._read(response, max_bytes)
             finally:
                 await response.aclose()
-            content_type = response.headers.get("content-type", "")
-            text = await asyncio.to_thread(readable, content_type, body, url=target.url, complete=complete,
-                                           max_bytes=self.max_bytes)
-            return _page(asked, target, response.status_code, content_type, text, len(body), not complete)
-        raise FetchError(f"{asked}: more than {MAX_REDIRECTS} redirects")
+            return target, response, body, complete
+        raise FetchError(f"{first}: more than {MAX_REDIRECTS} redirects")
 
     async def _send(self, target: Target, connect_s: float | None) -> httpx.Response:
         ip = f"[{target.address}]" if ":" in target.address else target.address
@@ -175,8 +201,8 @@ class WebFetcher:
             timeout=httpx.Timeout(self.timeout_s, connect=min(connect_s or self.timeout_s, self.timeout_s)))
         return await self._client.send(request, stream=True)
 
-    async def _read(self, response: httpx.Response) -> tuple[bytes, bool]:
-        """The decoded body up to max_bytes, and whether it was complete.
+    async def _read(self, response: httpx.Response, max_bytes: int) -> tuple[bytes, bool]:
+        """The decoded body up to `max_bytes`, and whether it was complete.
 
         Decompression is done here with a bounded output, so a small compressed body cannot expand
         past the cap in memory (a "zip bomb")."""
@@ -188,13 +214,13 @@ class WebFetcher:
         size = 0
         async for raw in response.aiter_raw(_CHUNK):
             try:
-                data = inflate.decompress(raw, self.max_bytes + 1 - size) if inflate else raw
+                data = inflate.decompress(raw, max_bytes + 1 - size) if inflate else raw
             except zlib.error:
                 raise FetchError("the server sent a corrupt compressed body") from None
             chunks.append(data)
             size += len(data)
-            if size > self.max_bytes:
-                return b"".join(chunks)[: self.max_bytes], False
+            if size > max_bytes:
+                return b"".join(chunks)[:max_bytes], False
         return b"".join(chunks), True
 
 

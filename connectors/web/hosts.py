@@ -1,7 +1,7 @@
 """Host rules for web fetches: `allowed_hosts` and `denied_hosts` patterns.
 
 A pattern is a host name (`example.com`: that host only) or `*.` and a host name (`*.example.com`: its
-subdomains at any depth, not `example.com` itself), as in the noeta WebFetch rules. Patterns and URL hosts
+subdomains at any depth, not `example.com` itself). Patterns and URL hosts
 are compared lower-cased and IDNA-encoded (`Bücher.example` matches `xn--bcher-kva.example`), and a URL's
 host is the one after any `user@` part. An IP address may be listed as a host too; addresses are compared
 as addresses, an IPv4-mapped IPv6 address (`::ffff:127.0.0.2`, in any spelling) as the IPv4 address it

@@ -121,7 +121,7 @@ class ApprovalService:
         return Preview(text="\n".join(lines) or "(no arguments)")
 
     def _prompt(self, rec: ApprovalRecord) -> Outbound:
-        expires = parse_iso(rec.expires_at).astimezone(self.config.tz).strftime("%Y-%m-%d %H:%M")
+        expires = parse_iso(rec.expires_at).astimezone(self.config.tz).strftime("%Y-%m-%d %H:%M %Z")
         asked_by = f"Asked by helper job {rec.session_id.removeprefix('subagent:')}.\n" \
             if rec.session_id.startswith("subagent:") else ""
         text = (f"🔐 Approval needed: {rec.tool}\n{asked_by}\n{shown_preview(rec)}\n\n"

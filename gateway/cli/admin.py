@@ -6,8 +6,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import sys
+from datetime import datetime, time, timedelta
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from gateway.app import Gateway
 from gateway.automations.scheduler import AutomationService
@@ -22,6 +25,7 @@ from store.approvals import Approvals
 from store.audit import Audit
 from store.db import Store
 from store.outbox import Outbox
+from store.records import iso, parse_iso, utcnow
 from toolsets.registry import TOOLSETS
 from toolsets.schedule import AutomationError
 
@@ -52,7 +56,9 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     x.set_defaults(fn=approvals_decide, approve=False)
 
     p = sub.add_parser("audit", parents=[common], help="the audit trail")
-    p.add_argument("--since", help="ISO date or time, e.g. 2026-11-30")
+    p.add_argument("--since", type=since_arg, help=f"from when: {SINCE_HELP}")
+    p.add_argument("--tool", help="only the events of this tool, e.g. email_send")
+    p.add_argument("--json", action="store_true", help="one JSON array of events")
     p.set_defaults(fn=audit)
 
     p = sub.add_parser("pairing", parents=[common], help="admit people who asked to talk to Anyy")
@@ -80,6 +86,9 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     x.set_defaults(fn=automations_delete)
 
 
+TOOLS_COLUMNS = ("toolset", "tool", "risk", "approval", "execution")
+
+
 async def tools(config: Config, args: argparse.Namespace) -> int:
     rows = [{"toolset": ts.name, "tool": t.name, "risk": str(t.descriptor.risk),
              "approval": str(t.descriptor.approval), "execution": str(t.descriptor.execution),
@@ -94,11 +103,14 @@ async def tools(config: Config, args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
+    # Columns as wide as their longest entry: an MCP tool name (mcp_server__tool) can be 60 characters.
+    widths = {c: max(len(c), *(len(str(r[c])) for r in rows)) for c in TOOLS_COLUMNS}
+    print("  ".join(c.upper().ljust(widths[c]) for c in TOOLS_COLUMNS).rstrip())
     for r in rows:
         needs = {"web_search": "needs [web] search", "mcp": "server down"}.get(r["requires"] or "",
                                                                                f"needs [{r['requires']}]")
         note = "" if r["available"] else f"  ({needs})"
-        print(f"{r['toolset']:<11} {r['tool']:<20} {r['risk']:<13} {r['approval']:<7} {r['execution']}{note}")
+        print("  ".join(str(r[c]).ljust(widths[c]) for c in TOOLS_COLUMNS).rstrip() + note)
     return 0
 
 
@@ -119,7 +131,7 @@ async def approvals_list(config: Config, args: argparse.Namespace) -> int:
         print("No approvals." if args.all else "Nothing is waiting for approval.")
     for r in recs:
         first = r.preview.splitlines()[0] if r.preview else ""
-        print(f"{r.id}  {r.state:<9} {r.tool:<16} {r.created_at[:16]}  {first[:60]}")
+        print(f"{r.id}  {r.state:<9} {r.tool:<16} {_local(config, r.created_at)}  {first[:60]}")
     return 0
 
 
@@ -138,12 +150,48 @@ async def approvals_decide(config: Config, args: argparse.Namespace) -> int:
     return 0 if rec is not None else 1
 
 
+SINCE_HELP = "today, yesterday, 7d, 12h, or a local ISO date or time such as 2026-11-30 or 2026-11-30T09:00"
+_AGO = re.compile(r"(\d+)([dh])")
+
+
+def parse_since(text: str, tz: ZoneInfo, now: datetime) -> datetime:
+    """`--since` as an aware instant: "today", "yesterday" (local midnights), "7d", "12h" (ago), or an
+    ISO date or time in `tz`. Raises ValueError naming the accepted forms."""
+    word = text.strip().lower()
+    midnight = datetime.combine(now.astimezone(tz).date(), time(), tz)
+    if word in ("today", "yesterday"):
+        return midnight - timedelta(days=1 if word == "yesterday" else 0)
+    if m := _AGO.fullmatch(word):
+        return now - timedelta(**{"days" if m[2] == "d" else "hours": int(m[1])})
+    try:
+        at = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ValueError(f"cannot read {text!r}: use {SINCE_HELP}") from None
+    return at if at.tzinfo else at.replace(tzinfo=tz)
+
+
+def since_arg(text: str) -> str:
+    """argparse's check of `--since` (the zone is applied once the config is read): exit 2 naming it."""
+    try:
+        parse_since(text, ZoneInfo("UTC"), utcnow())
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
 async def audit(config: Config, args: argparse.Namespace) -> int:
+    since = iso(parse_since(args.since, config.tz, utcnow())) if args.since else None
     async with Store(config.store_path) as store:
-        events = await Audit(store).list(since=args.since, limit=1000)
+        events = await Audit(store).list(since=since, limit=1000, tool=args.tool)
+    if args.json:
+        print(json.dumps([e.model_dump() for e in events], indent=2, ensure_ascii=False))
+        return 0
+    if not events:
+        what = (f" of {args.tool}" if args.tool else "") + (f" since {args.since}" if since else "")
+        print(f"No audit events{what}.")
     for e in events:
         extra = f" {json.dumps(e.detail, ensure_ascii=False)}" if e.detail else ""
-        print(f"{e.at[:19]} {e.actor:<20} {e.action:<18} {e.tool or '':<16} {e.subject or ''}{extra}")
+        print(f"{_local(config, e.at, seconds=True)} {e.actor:<20} {e.action:<18} {e.tool or '':<16} {e.subject or ''}{extra}")
     return 0
 
 
@@ -153,11 +201,11 @@ async def pairing_list(config: Config, args: argparse.Namespace) -> int:
         pending, admitted = await repo.pending(), await repo.admitted()
     print("Pending codes:" if pending else "No pending pairing codes.")
     for p in pending:
-        print(f"  {p.surface:<9} {p.code}  user {p.user_id} ({p.user_name or '?'})  expires {p.expires_at[:16]}")
+        print(f"  {p.surface:<9} {p.code}  user {p.user_id} ({p.user_name or '?'})  expires {_local(config, p.expires_at)}")
     if admitted:
         print("Admitted users:")
         for surface, user_id, added in admitted:
-            print(f"  {surface:<9} {user_id}  since {added[:16]}")
+            print(f"  {surface:<9} {user_id}  since {_local(config, added)}")
     return 0
 
 
@@ -204,7 +252,8 @@ async def automations_list(config: Config, args: argparse.Namespace) -> int:
         print("No automations.")
     for r in rows:
         state = "" if r.enabled else " (disabled)"
-        print(f"{r.id}  {r.user_key:<18} next {(r.next_run_at or '-')[:16]}  {r.name}{state}")
+        due = _local(config, r.next_run_at) if r.next_run_at else "-"
+        print(f"{r.id}  {r.user_key:<18} next {due}  {r.name}{state}")
     return 0
 
 
@@ -221,3 +270,8 @@ async def automations_delete(config: Config, args: argparse.Namespace) -> int:
 def _automations(store: Store, config: Config) -> AutomationService:
     """The service in admin mode: rows only, no scheduler (the resident process picks changes up)."""
     return AutomationService(store, config.tz, Outbox(store).enqueue)
+
+
+def _local(config: Config, stamp: str, *, seconds: bool = False) -> str:
+    """A stored UTC time as the owner reads it: their zone, with its name ("2026-12-01 09:00 CET")."""
+    return parse_iso(stamp).astimezone(config.tz).strftime(f"%Y-%m-%d %H:%M{':%S' if seconds else ''} %Z")

@@ -11,6 +11,7 @@ from gateway.cli.mcp import doctor_checks
 from gateway.config import Config, secret
 from gateway.llm import make_client
 from gateway.llm.types import ChatMessage, ModelUnavailable
+from gateway.approvals.policy import PolicyHookError, load_hook
 from gateway.redaction import configured_secrets, redact
 from gateway.services.factory import computer_use_check, connector_checks
 from gateway.surfaces import build_surfaces
@@ -20,8 +21,12 @@ OK, BAD, WARN = "✓", "✗", "!"
 
 
 async def doctor(config: Config, args: argparse.Namespace) -> int:
-    results: list[tuple[str, str, str]] = [(OK, "config", config.source)]
+    results: list[tuple[str, str, str]] = [(OK, "config", config.source), _zone(config)]
     results.append(await _store(config))
+    if config.approvals.hook:
+        problem = hook_problem(config)
+        results.append((BAD, "approvals", problem) if problem else
+                       (OK, "approvals", f"hook {config.approvals.hook} loads"))
     results.append(await _model(config))
     surfaces, problems = build_surfaces(config)
     results += [(BAD, "surface", p) for p in problems]
@@ -41,7 +46,42 @@ async def doctor(config: Config, args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def preflight(config: Config) -> list[str]:
+    """What would stop `anyy run` or `anyy chat` from starting, each naming its config key; checked
+    before they start so the owner reads one line, not a traceback."""
+    return [p for p in (hook_problem(config), store_dir_problem(config)) if p]
+
+
+def hook_problem(config: Config) -> str | None:
+    """Why `[approvals] hook` cannot be used, or None."""
+    try:
+        load_hook(config.approvals.hook)
+    except PolicyHookError as exc:
+        return f"{exc} (in {config.source}: an importable module:function, or remove the key)"
+    return None
+
+
+def store_dir_problem(config: Config) -> str | None:
+    """Why the store's directory cannot be created, or None."""
+    parent = config.store_path.parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return (f"[store] path: cannot create {parent}: {exc.strerror} "
+                f"(set [store] path in {config.source} to a writable place, or $ANYY_HOME)")
+    return None
+
+
+def _zone(config: Config) -> tuple[str, str, str]:
+    """The zone reminders and times use, and where it came from."""
+    if config.tz_source.endswith("(fallback)"):
+        return WARN, "time zone", "UTC: no system zone found; set [runtime] timezone, e.g. \"Europe/Berlin\""
+    return OK, "time zone", f"{config.tz.key}, from {config.tz_source}"
+
+
 async def _store(config: Config) -> tuple[str, str, str]:
+    if problem := store_dir_problem(config):
+        return BAD, "store", problem
     try:
         async with Store(config.store_path):
             pass

@@ -11,11 +11,12 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from connectors.private_paths import protect_this_process
-from gateway import redaction
+from gateway import __version__, redaction
 from gateway.app import Gateway
 from gateway.cli import admin
 from gateway.config import Config, ConfigError, load_config
 from gateway.dashboard import Dashboard, DashboardError
+from gateway.cli.doctor import preflight
 from gateway.lock import LockHeld, ResidentLock
 from gateway.logs import setup_logging
 from gateway.surfaces import build_surfaces
@@ -23,6 +24,8 @@ from gateway.surfaces.console import ConsoleSurface
 from store.db import StoreError
 
 log = logging.getLogger(__name__)
+CHAT_LOG = "logs/chat.log"  # under the data directory: the terminal chat's log lines
+CHAT_HISTORY = "chat_history"  # the terminal chat's prompt history
 
 
 async def run(config: Config, args: argparse.Namespace) -> int:
@@ -87,13 +90,17 @@ async def chat(config: Config, args: argparse.Namespace) -> int:
     except LockHeld:
         resident = False  # `anyy run` is up: it fires schedules and delivers other surfaces
     protect_this_process()
-    console = ConsoleSurface(config.console.user_id)
+    interactive = sys.stdin.isatty() and sys.stdout.isatty()
+    if interactive:
+        setup_logging(logging.WARNING, file=config.data_dir / CHAT_LOG)
+    console = ConsoleSurface(config.console.user_id, history=config.data_dir / CHAT_HISTORY)
     gw = Gateway(config, surfaces=[console], resident=resident)
     try:
         await gw.start()
-        if sys.stdin.isatty():
+        if interactive:
             model = config.model.model or "no model configured"
-            print(f"Anyy ({model}). Type a message, /help for commands, Ctrl-D to quit.")
+            print(f"Anyy ({model}). Type a message, /help for commands, Ctrl-D to quit. "
+                  f"Logs: {config.data_dir / CHAT_LOG}")
         await console.read_lines(gw.idle)
         await gw.idle()
         await gw.stop()
@@ -107,6 +114,7 @@ Command = Callable[[Config, argparse.Namespace], Coroutine[Any, Any, int]]
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="anyy", description="Anyy, a personal assistant that lives in chat.")
+    p.add_argument("--version", action="version", version=f"anyy {__version__}")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--config", help="config file (default: $ANYY_CONFIG or ~/.config/anyy/config.toml)")
     sub = p.add_subparsers(dest="command", required=True)
@@ -124,12 +132,18 @@ def main(argv: list[str] | None = None) -> int:
         config = load_config(args.config)
         redaction.install(config)
         secrets = redaction.configured_secrets(config)
+        if args.command in ("run", "chat") and (problems := preflight(config)):
+            print("anyy: cannot start:\n" + "\n".join(f"  {p}" for p in problems), file=sys.stderr)
+            return 2
         fn: Command = args.fn
         return asyncio.run(fn(config, args))
     except ConfigError as exc:
         print(f"anyy: {redaction.redact(str(exc))}", file=sys.stderr)
         return 2
-    except (LockHeld, StoreError, admin.AdminError, DashboardError) as exc:
+    except StoreError as exc:
+        print(f"anyy: {redaction.redact(str(exc), secrets)} (see [store] path, or $ANYY_HOME)", file=sys.stderr)
+        return 1
+    except (LockHeld, admin.AdminError, DashboardError) as exc:
         print(f"anyy: {redaction.redact(str(exc), secrets)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -1,5 +1,5 @@
-"""Config sections of the capabilities beyond chat: skills, subagents, web, MCP servers, speech and TTS,
-artifacts, the workspace and terminal, and the dashboard. `gateway.config` assembles them into `Config`
+"""Config sections of the capabilities beyond chat: skills, subagents, web, the browser, MCP servers, speech
+and TTS, image generation, artifacts, the workspace and terminal, and the dashboard. `gateway.config` assembles them into `Config`
 and re-exports every name, so callers import from there.
 """
 
@@ -42,13 +42,7 @@ class WebConfig(Section):
     @field_validator("allowed_hosts", "denied_hosts")
     @classmethod
     def _patterns(cls, v: list[str]) -> list[str]:
-        out = []
-        for pattern in v:
-            try:
-                out.append(normalise_pattern(pattern))
-            except ValueError as exc:
-                raise ValueError(f"{exc} (use 'example.com' or '*.example.com')") from None
-        return out
+        return host_patterns(v)
 
     @field_validator("searxng_url")
     @classmethod
@@ -61,6 +55,54 @@ class WebConfig(Section):
     def key_env(self) -> str:
         """The environment variable holding the search API key."""
         return self.api_key_env or {"brave": "BRAVE_API_KEY", "tavily": "TAVILY_API_KEY"}.get(self.search, "")
+def host_patterns(v: list[str]) -> list[str]:
+    """Host patterns in canonical form ('example.com', '*.example.com'); ValueError naming a bad one."""
+    out = []
+    for pattern in v:
+        try:
+            out.append(normalise_pattern(pattern))
+        except ValueError as exc:
+            raise ValueError(f"{exc} (use 'example.com' or '*.example.com')") from None
+    return out
+
+
+class BrowserConfig(Section):
+    """The browser toolset: Playwright driving a local Chromium (absent unless enabled)."""
+
+    enabled: bool = False
+    executable: str = Field("", description="default: chromium, chromium-browser or google-chrome on PATH")
+    headless: bool = True
+    allow_private_urls: bool = False
+    allowed_hosts: list[str] = Field(default_factory=list)
+    denied_hosts: list[str] = Field(default_factory=list)
+    trusted_hosts: list[str] = Field(default_factory=list, description="pages whose clicks/typing run audited")
+    timeout_s: float = Field(20, gt=0, le=300)
+    idle_minutes: float = Field(10, gt=0, description="the browser closes after this long unused")
+
+    @field_validator("allowed_hosts", "denied_hosts", "trusted_hosts")
+    @classmethod
+    def _patterns(cls, v: list[str]) -> list[str]:
+        return host_patterns(v)
+
+
+class ImagesConfig(Section):
+    """Image generation: an OpenAI-compatible images endpoint (the toolset exists only with `url`)."""
+
+    url: str = Field("", description="base URL; POST {url}/images/generations")
+    model: str = "gpt-image-1"
+    api_key_env: str = "ANYY_IMAGES_KEY"
+    size: str = Field("1024x1024", pattern=r"^\d{2,5}x\d{2,5}$")
+    timeout_s: float = Field(120, gt=0, le=600)
+    max_mb: float = Field(20, gt=0, le=100, description="the largest image accepted from the provider")
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        if v and not v.startswith(("http://", "https://")):
+            raise ValueError(f"{v!r} is not an http(s) URL")
+        return v.rstrip("/")
+
+
 ExecutionName = Literal["direct", "audit", "confirm", "change_plan", "force_change_plan"]
 
 

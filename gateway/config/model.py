@@ -17,8 +17,10 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 from gateway.config.base import Section
 from gateway.config.capabilities import (
     ArtifactsConfig,
+    BrowserConfig,
     ComputerUseConfig,
     DashboardConfig,
+    ImagesConfig,
     McpConfig,
     McpServerConfig,
     SkillsConfig,
@@ -32,8 +34,9 @@ from gateway.config.capabilities import (
 
 # Callers import every section from here, wherever it is defined.
 __all__ = [
-    "AccessConfig", "ApprovalsConfig", "ArtifactsConfig", "CalendarConfig", "ComputerUseConfig", "Config",
-    "ConfigError", "ConsoleConfig", "DashboardConfig", "EmailConfig", "GovernanceConfig", "McpConfig",
+    "AccessConfig", "ApprovalsConfig", "ArtifactsConfig", "BrowserConfig", "CalendarConfig", "ComputerUseConfig",
+    "Config", "ConfigError", "ConsoleConfig", "DashboardConfig", "EmailConfig", "GovernanceConfig", "ImagesConfig",
+    "McpConfig",
     "McpServerConfig", "ModelConfig", "RuntimeConfig", "SkillsConfig", "SlackConfig", "SpeechConfig", "StoreConfig",
     "SubagentsConfig", "TelegramConfig", "TerminalConfig", "ToolOverride", "TtsConfig", "WebConfig", "WorkspaceConfig",
     "config_path", "data_dir", "load_config", "parse_config", "secret",
@@ -53,6 +56,9 @@ class ModelConfig(Section):
     max_retries: int = Field(4, ge=0, le=10)
     fallback_model: str = ""
     max_tokens: int = Field(2048, gt=0)
+    # The reply-length field of the OpenAI wire; "" chooses per model (max_completion_tokens for
+    # api.openai.com and gpt-5*/o1*/o3*/o4*, max_tokens elsewhere).
+    max_tokens_field: Literal["", "max_tokens", "max_completion_tokens"] = ""
     vision: bool = False  # the model accepts images: photos go to it as image parts
     image_max_side: int = Field(1568, ge=64, le=8192, description="pixels; larger images are downscaled")
     image_max_kb: int = Field(1024, ge=16, le=20_480, description="encoded size of one image sent")
@@ -70,8 +76,37 @@ class StoreConfig(Section):
     path: str = ""
 
 
+def system_zone() -> tuple[str, str]:
+    """The machine's IANA zone and where it came from: `$TZ` when it names one, else the
+    /etc/localtime link (or Debian's /etc/timezone), else ("UTC", "fallback")."""
+    tz = os.environ.get("TZ", "").removeprefix(":")
+    if tz and _is_zone(tz):
+        return tz, "$TZ"
+    try:  # the link's own target names the zone (".../zoneinfo/Europe/Berlin"); a further hop may not
+        name = os.readlink("/etc/localtime").partition("zoneinfo/")[2]
+    except OSError:
+        name = ""
+    if name and _is_zone(name):
+        return name, "/etc/localtime"
+    try:
+        name = Path("/etc/timezone").read_text().strip()
+    except OSError:
+        name = ""
+    if name and _is_zone(name):
+        return name, "/etc/timezone"
+    return "UTC", "fallback"
+
+
+def _is_zone(name: str) -> bool:
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        return False
+    return True
+
+
 class RuntimeConfig(Section):
-    timezone: str = "UTC"
+    timezone: str = ""  # "" = the system's zone (system_zone)
     max_tool_rounds: int = Field(12, ge=1, le=100)
     context_budget: int = Field(48_000, ge=2_000, description="characters of history sent to the model")
     memory_max_chars: int = Field(4_000, ge=200)
@@ -81,9 +116,7 @@ class RuntimeConfig(Section):
     @field_validator("timezone")
     @classmethod
     def _zone(cls, v: str) -> str:
-        try:
-            ZoneInfo(v)
-        except (ZoneInfoNotFoundError, ValueError):
+        if v and not _is_zone(v):
             raise ValueError(f"unknown time zone {v!r} (use an IANA name such as 'Europe/Berlin')") from None
         return v
 
@@ -192,6 +225,8 @@ class Config(Section):
     email: EmailConfig | None = None
     calendar: CalendarConfig | None = None
     web: WebConfig = Field(default_factory=WebConfig)
+    browser: BrowserConfig = Field(default_factory=BrowserConfig)
+    images: ImagesConfig = Field(default_factory=ImagesConfig)
     mcp: McpConfig = Field(default_factory=McpConfig)
 
     source: str = Field("(defaults)", exclude=True)
@@ -199,7 +234,13 @@ class Config(Section):
 
     @property
     def tz(self) -> ZoneInfo:
-        return ZoneInfo(self.runtime.timezone)
+        """The owner's zone: `[runtime] timezone`, else the system's."""
+        return ZoneInfo(self.runtime.timezone or system_zone()[0])
+
+    @property
+    def tz_source(self) -> str:
+        """Where `tz` comes from, for `anyy doctor`."""
+        return "[runtime] timezone" if self.runtime.timezone else f"the system's zone ({system_zone()[1]})"
 
     @property
     def store_path(self) -> Path:

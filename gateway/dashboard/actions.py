@@ -8,8 +8,8 @@ import logging
 
 from aiohttp import web
 
-from gateway.dashboard.auth import PREFIX
-from gateway.dashboard.context import SESSION, gateway_of, see_other
+from gateway.dashboard.auth import COOKIE, PREFIX
+from gateway.dashboard.context import SESSION, SESSIONS, gateway_of, see_other
 from toolsets.schedule import AutomationError
 
 log = logging.getLogger(__name__)
@@ -28,9 +28,12 @@ async def decide(request: web.Request) -> web.Response:
         raise web.HTTPBadRequest(text="decision must be approve or deny")
     reason = str(form.get("reason") or "").strip()[:_REASON_CHARS] or None
     approval_id = request.match_info["approval_id"]
-    answer = await gateway_of(request).approvals.decide(approval_id, ACTOR, decision == "approve", reason, owner=True)
+    gw = gateway_of(request)
+    rec = await gw.approvals.repo.get(approval_id)
+    answer = await gw.approvals.decide(approval_id, ACTOR, decision == "approve", reason, owner=True)
     log.info("dashboard_decision id=%s decision=%s", approval_id, decision)
-    request[SESSION].flash = f"{approval_id}: {answer}"
+    # The tool, which the owner recognises, not only the id they never typed.
+    request[SESSION].flash = f"{rec.tool} ({approval_id}): {answer}" if rec is not None else f"{approval_id}: {answer}"
     return see_other(f"{PREFIX}/approvals")
 
 
@@ -55,6 +58,29 @@ async def automation(request: web.Request) -> web.Response:
     return see_other(f"{PREFIX}/automations")
 
 
+async def pairing(request: web.Request) -> web.Response:
+    """Admit or ignore someone asking to pair, as `anyy pairing approve` (the dashboard user is the owner)."""
+    gw = gateway_of(request)
+    surface, code = request.match_info["surface"], request.match_info["code"]
+    decision = await gw.access.settle_pairing(surface, code, admit=request.match_info["op"] == "admit", by=ACTOR)
+    await decision.deliver(gw.outbox)
+    request[SESSION].flash = decision.answer
+    back = (await request.post()).get("back")
+    return see_other(f"{PREFIX}/" if back == "home" else f"{PREFIX}/pairing")  # the page the button was on
+
+
+async def logout(request: web.Request) -> web.Response:
+    """End this browser's session; the login link from `anyy dashboard url` starts a new one."""
+    request.app[SESSIONS].end(request.cookies.get(COOKIE))
+    response = web.Response(text="Logged out. Run `anyy dashboard url` for a new login link.",
+                            content_type="text/plain")
+    response.del_cookie(COOKIE, path=PREFIX)
+    log.info("dashboard_logout")
+    return response
+
+
 def add_routes(router: web.UrlDispatcher) -> None:
     router.add_post(f"{PREFIX}/approvals/{{approval_id}}/decide", decide)
     router.add_post(f"{PREFIX}/automations/{{automation_id}}/{{op:pause|resume|delete}}", automation)
+    router.add_post(f"{PREFIX}/pairing/{{surface:telegram|slack}}/{{code}}/{{op:admit|ignore}}", pairing)
+    router.add_post(f"{PREFIX}/logout", logout)

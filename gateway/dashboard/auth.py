@@ -99,6 +99,10 @@ class WebSessions:
         self._sessions[sid] = session
         return sid, session
 
+    def end(self, sid: str | None) -> None:
+        """Log this browser out."""
+        self._sessions.pop(sid or "", None)
+
     def get(self, sid: str | None) -> WebSession | None:
         session = self._sessions.get(sid or "")
         now = time.monotonic()

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import jinja2
 from aiohttp import web
+from markupsafe import Markup
 
 from gateway.dashboard.auth import WebSession, WebSessions
-from store.records import dumps, parse_iso
+from store.records import dumps, parse_iso, utcnow
 
 if TYPE_CHECKING:
     from gateway.app import Gateway
@@ -28,12 +30,42 @@ def templates(gateway: "Gateway") -> jinja2.Environment:
     tz = gateway.config.tz
 
     def local(stamp: str | None) -> str:
-        return parse_iso(stamp).astimezone(tz).strftime("%Y-%m-%d %H:%M") if stamp else "—"
+        return parse_iso(stamp).astimezone(tz).strftime("%Y-%m-%d %H:%M %Z") if stamp else "—"
+
+    def when(stamp: str | None) -> Markup:
+        """"in 2 h" / "5 min ago", with the owner's local time (and zone) on hover."""
+        if not stamp:
+            return Markup("—")
+        return Markup('<time datetime="{}" title="{}">{}</time>').format(stamp, local(stamp),
+                                                                         relative(parse_iso(stamp), utcnow()))
 
     env.filters["local"] = local
-    env.filters["json"] = dumps  # readable JSON (autoescaping still applies), unlike tojson's \u003c
+    env.filters["when"] = when
+    env.filters["human"] = human
     env.globals["zone"] = tz.key
     return env
+
+
+def human(detail: Any) -> str:
+    """An audit detail as words: "kind: reminder · name: tea" (nested values stay compact JSON)."""
+    if not isinstance(detail, dict):
+        return dumps(detail)
+    return " · ".join(f"{k.replace('_', ' ')}: {v if isinstance(v, (str, int, float)) else dumps(v)}"
+                      for k, v in detail.items())
+
+
+def relative(at: datetime, now: datetime) -> str:
+    """A person's distance in time: "in 40 s", "in 2 h", "3 days ago", "just now"."""
+    seconds = (at - now).total_seconds()
+    size = abs(seconds)
+    if size < 30:
+        return "just now"
+    for unit, length in (("days", 86400), ("h", 3600), ("min", 60), ("s", 1)):
+        if size >= length or unit == "s":
+            count = round(size / length)
+            label = f"{count} {'day' if unit == 'days' and count == 1 else unit}"
+            return f"in {label}" if seconds > 0 else f"{label} ago"
+    return "just now"
 
 
 def gateway_of(request: web.Request) -> "Gateway":

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from gateway.dashboard import actions, pages
+from gateway.dashboard import actions, overview, pages, records
 from gateway.dashboard.auth import COOKIE, LOGIN_PATH, PREFIX, WebSessions, load_or_create_token, token_matches
 from gateway.dashboard.context import GATEWAY, SESSION, SESSIONS, STYLESHEET, TEMPLATES, TOKEN, see_other, templates
 
@@ -82,7 +82,7 @@ async def login(request: web.Request) -> web.StreamResponse:
         log.warning("dashboard_login_refused")
         return _refusal(403, "Wrong or missing token. Run `anyy dashboard url` and open the link it prints.")
     sid, _ = request.app[SESSIONS].create()
-    response = web.Response(text=request.app[TEMPLATES].get_template("login.html").render(next=f"{PREFIX}/tools"),
+    response = web.Response(text=request.app[TEMPLATES].get_template("login.html").render(next=f"{PREFIX}/"),
                             content_type="text/html")
     # Served beyond this machine it must sit behind TLS (a proxy that speaks plain HTTP to us): the
     # cookie is then Secure, so a browser never sends it over plain HTTP.
@@ -96,8 +96,8 @@ async def stylesheet(request: web.Request) -> web.Response:
     return web.Response(body=request.app[STYLESHEET], content_type="text/css")
 
 
-async def home(request: web.Request) -> web.Response:
-    return see_other(f"{PREFIX}/tools")
+async def slash(request: web.Request) -> web.Response:
+    return see_other(f"{PREFIX}/")
 
 
 def build_app(gateway: "Gateway", token: str) -> web.Application:
@@ -108,11 +108,13 @@ def build_app(gateway: "Gateway", token: str) -> web.Application:
     app[TOKEN] = token
     app[STYLESHEET] = resources.files("gateway.dashboard").joinpath("static/style.css").read_bytes()
     app.router.add_get(LOGIN_PATH, login)
-    app.router.add_get(PREFIX, home)
-    app.router.add_get(f"{PREFIX}/", home)
+    app.router.add_get(PREFIX, slash)
+    app.router.add_get(f"{PREFIX}/", overview.overview)
+    app.router.add_get(f"{PREFIX}/pairing", overview.pairing)
     app.router.add_get(f"{PREFIX}/static/style.css", stylesheet)
     pages.add_routes(app.router)
     actions.add_routes(app.router)
+    records.add_routes(app.router)
     return app
 
 

@@ -17,11 +17,11 @@ def make_client(cfg: ModelConfig, api_key: str | None, *, backoff_base_s: float 
     local servers often need none). Raises ConfigError when no model is configured."""
     if not cfg.configured:
         raise ConfigError("no model configured: set [model] base_url and model in the config file")
-    cls = AnthropicClient if cfg.provider == "anthropic" else OpenAIClient
-    return cls(
-        cfg.base_url, api_key, cfg.model, cfg.timeout_s, cfg.max_retries, cfg.max_tokens, cfg.fallback_model,
-        api_key_env=cfg.api_key_env, backoff_base_s=backoff_base_s,
-    )
+    args = (cfg.base_url, api_key, cfg.model, cfg.timeout_s, cfg.max_retries, cfg.max_tokens, cfg.fallback_model)
+    if cfg.provider == "anthropic":
+        return AnthropicClient(*args, api_key_env=cfg.api_key_env, backoff_base_s=backoff_base_s)
+    return OpenAIClient(*args, api_key_env=cfg.api_key_env, backoff_base_s=backoff_base_s,
+                        max_tokens_field=cfg.max_tokens_field or None)
 
 
 __all__ = [

@@ -9,15 +9,40 @@ from __future__ import annotations
 
 import json
 import uuid
-from typing import Any
+from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from gateway.llm.http import HttpModelClient
 from gateway.llm.retry import TransientError
 from gateway.llm.types import ChatMessage, ModelReply, ToolCall, ToolSchema, Usage
 
+TokensField = Literal["max_tokens", "max_completion_tokens"]
+# OpenAI's reasoning models (and every newer one) reject `max_tokens` with a 400 naming
+# `max_completion_tokens`; the older name is what vLLM, llama.cpp and Ollama understand.
+_COMPLETION_TOKENS_PREFIXES = ("gpt-5", "o1", "o3", "o4")
+
+
+def tokens_field(base_url: str, model: str, override: TokensField | None = None) -> TokensField:
+    """The body field that caps the reply length for `model` at `base_url`: `override` when set, else
+    `max_completion_tokens` for OpenAI itself and for its model families that require it, else
+    `max_tokens`. A router's "openai/gpt-5" is judged by its last part."""
+    if override:
+        return override
+    name = model.rsplit("/", 1)[-1].lower()
+    if urlsplit(base_url).hostname == "api.openai.com" or name.startswith(_COMPLETION_TOKENS_PREFIXES):
+        return "max_completion_tokens"
+    return "max_tokens"
+
 
 class OpenAIClient(HttpModelClient):
-    """ModelClient for an OpenAI-compatible chat-completions endpoint, whole or streamed (SSE)."""
+    """ModelClient for an OpenAI-compatible chat-completions endpoint, whole or streamed (SSE).
+
+    `max_tokens_field` forces the name of the reply-length field; None chooses it per model
+    (`tokens_field`), so a fallback model of another family gets its own."""
+
+    def __init__(self, *args: Any, max_tokens_field: TokensField | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.max_tokens_field = max_tokens_field
 
     def endpoint(self) -> str:
         return f"{self.base_url}/chat/completions"
@@ -30,7 +55,7 @@ class OpenAIClient(HttpModelClient):
         body: dict[str, Any] = {
             "model": model,
             "messages": [_wire_message(m) for m in messages],
-            "max_tokens": self.max_tokens,
+            tokens_field(self.base_url, model, self.max_tokens_field): self.max_tokens,
             "stream": False,
         }
         if tools:

@@ -6,27 +6,31 @@ appear for the model (toolsets name the service they require).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from connectors.browser import Browser, BrowserSettings, find_executable
 from connectors.calendar import CalendarClient, CalendarNotFound, CalendarSettings
 from connectors.desktop import Desktop, DesktopError, DesktopSettings
 from connectors.email import EmailClient, EmailSettings
+from connectors.imagegen import ImageGenerator
 from connectors.private_paths import PrivatePaths
 from connectors.processes import Settings
 from connectors.shellrules import Rule
 from connectors.skills import SkillLibrary
 from connectors.speech import EspeakEngine, OpenAISpeechEngine, SpeechEngine, Transcriber
-from connectors.web import Guard, HostRules, SearchError, WebFetcher, search_backend
+from connectors.web import Guard, HostRules, SearchError, WebFetcher, extractor_problem, search_backend
 from connectors.workspace import Workspace
 from gateway.automations.scheduler import AutomationService, MayRun, RunPrompt
 from gateway.config import CalendarConfig, ComputerUseConfig, Config, EmailConfig, WebConfig, secret
 from gateway.services.subagents import Enqueue, SubagentService, TurnRunner
 from store.artifacts import Artifacts
 from store.db import Store
+from toolsets.browser import BrowserPolicy
 from toolsets.computer_use import ComputerUse
 from toolsets.jobs import Terminal
 from toolsets.memory import MemoryLimits
@@ -87,6 +91,32 @@ def web_services(cfg: WebConfig) -> dict[str, Any]:
     return out
 
 
+def browser_services(config: Config) -> dict[str, Any]:
+    """The browser ("browser", with its "browser_policy") when [browser] enabled and a Chromium is found.
+    Building it starts nothing: the browser process starts on first use."""
+    cfg = config.browser
+    if not cfg.enabled:
+        return {}
+    executable = find_executable(cfg.executable)
+    if executable is None:
+        log.warning("browser_unavailable reason=no_executable configured=%s", cfg.executable or "-")
+        return {}
+    guard = Guard(HostRules(cfg.allowed_hosts, cfg.denied_hosts), allow_private=cfg.allow_private_urls)
+    settings = BrowserSettings(executable=executable, profiles=config.data_dir / "browser", headless=cfg.headless,
+                               timeout_s=cfg.timeout_s, idle_s=cfg.idle_minutes * 60)
+    return {"browser": Browser(guard, settings), "browser_policy": BrowserPolicy(tuple(cfg.trusted_hosts))}
+
+
+def image_services(config: Config, fetcher: WebFetcher) -> dict[str, Any]:
+    """The image generator ("images") when [images] url is set; a provider's image URL on another host
+    is fetched through `fetcher`, the web toolset's guarded fetcher."""
+    cfg = config.images
+    if not cfg.url:
+        return {}
+    return {"images": ImageGenerator(cfg.url, cfg.model, secret(cfg.api_key_env), size=cfg.size, fetcher=fetcher,
+                                     timeout_s=cfg.timeout_s, max_bytes=int(cfg.max_mb * 1024 * 1024))}
+
+
 def connectors(config: Config) -> dict[str, Any]:
     """The configured connectors by service name. Building one opens no connection."""
     out: dict[str, Any] = {}
@@ -131,6 +161,21 @@ class VisionLimits:
     max_side: int
     max_bytes: int
     max_pixels: int  # an image with more is never decoded
+
+
+def skill_library(config: Config) -> SkillLibrary:
+    """The managed skills root in the data directory, then `[skills] roots` (read-only)."""
+    return SkillLibrary(config.data_dir / "skills", [Path(r).expanduser() for r in config.skills.roots])
+
+
+async def skills_check(config: Config) -> list[tuple[str, str, str]]:
+    """`anyy doctor`'s skills lines: how many load, and each SKILL.md that does not, by path."""
+    library = skill_library(config)
+    skills = await asyncio.to_thread(library.skills)
+    lines = [("✗", "skills", problem) for problem in library.problems]
+    if skills or not lines:
+        lines.insert(0, ("✓", "skills", f"{len(skills)} skill(s): {', '.join(sorted(skills)) or 'none yet'}"))
+    return lines
 
 
 def speech_engine(config: Config) -> SpeechEngine | None:
@@ -185,12 +230,13 @@ class GatewayPorts:
 async def build_services(config: Config, store: Store, ports: GatewayPorts) -> dict[str, Any]:
     """Every service by the name tools ask for; connectors only when configured."""
     services: dict[str, Any] = {"surfaces": ports.surfaces, **connectors(config), **web_services(config.web),
-                                **media_services(config, store),
+                                **media_services(config, store), **browser_services(config),
                                 "memory": MemoryLimits(max_chars=config.runtime.memory_max_chars),
                                 "workspace": workspace(config)}
+    services |= image_services(config, services["web"])
     services["automations"] = AutomationService(store, config.tz, ports.enqueue, ports.run_prompt,
                                                 may_run=ports.may_run)
-    services["skills"] = SkillLibrary(config.data_dir / "skills", [Path(r).expanduser() for r in config.skills.roots])
+    services["skills"] = skill_library(config)
     services["subagents"] = SubagentService(store, config.subagents, ports.enqueue, ports.turns)
     if config.terminal.enabled:
         term = terminal(config, store)
@@ -274,7 +320,23 @@ async def connector_checks(config: Config) -> list[tuple[str, str, str]]:
         finally:
             await client.aclose()
     lines.append(await web_check(config.web))
+    if config.browser.enabled:
+        lines.append(browser_check(config))
+    lines += await skills_check(config)
     return lines
+
+
+def browser_check(config: Config) -> tuple[str, str, str]:
+    """`anyy doctor`'s browser line: which Chromium will be driven (nothing is started)."""
+    found = find_executable(config.browser.executable)
+    if found is None:
+        wanted = config.browser.executable or "chromium, chromium-browser or google-chrome on PATH"
+        return ("✗", "browser", f"no browser found ({wanted}); apt-get install chromium, or set [browser] "
+                                "executable (docs/browser.md)")
+    reach = "private network allowed" if config.browser.allow_private_urls else "public web only"
+    return ("✓", "browser", f"{found}; {reach}; actions held for approval"
+            + (f" except on {len(config.browser.trusted_hosts)} trusted host pattern(s)"
+               if config.browser.trusted_hosts else ""))
 
 
 async def web_check(cfg: WebConfig) -> tuple[str, str, str]:
@@ -282,6 +344,9 @@ async def web_check(cfg: WebConfig) -> tuple[str, str, str]:
     reach = "private network allowed" if cfg.allow_private_urls else "public web only"
     if cfg.allowed_hosts:
         reach += f", only {len(cfg.allowed_hosts)} allowed host pattern(s)"
+    # web_fetch's extractor is imported on the first page; a broken install should show here, not then.
+    if problem := await asyncio.to_thread(extractor_problem):
+        return ("✗", "web", f"web_fetch cannot read HTML pages: {problem}")
     services = web_services(cfg)
     try:
         backend = services.get("web_search")

@@ -4,6 +4,7 @@ Every model call's tokens are stored with its reply; this sums them per model an
 (chat, automation, subagent — subagent and automation turns count too, labelled) and prices them when
 `[model] price_in_per_mtok`, `price_out_per_mtok` and `price_cached_per_mtok` are set. Input tokens
 include the cached ones; cached tokens are billed at the cached price instead of the input price.
+Generated images (`image_generate`, audited) are counted from the audit trail.
 """
 
 from __future__ import annotations
@@ -64,6 +65,9 @@ async def usage_report(store: Store, config: Config, user_key: str, session_id: 
              _line("Last 30 days", month["total"])]
     lines += [_line(f"  {model or '(unknown model)'}", s) for model, s in month["by_model"].items()]
     lines += [_line(f"  {kind} turns", s) for kind, s in month["by_kind"].items() if kind != "chat"]
+    images = await repo.tool_runs("image_generate", since=iso(utcnow() - timedelta(days=30)), user_key=user_key)
+    if images:
+        lines.append(f"Images generated (last 30 days): {images}")
     if config.model.price_in_per_mtok is None:
         lines.append("(Set [model] price_in_per_mtok / price_out_per_mtok to see costs.)")
     return "\n".join(lines)
@@ -80,12 +84,15 @@ async def usage_cli(config: Config, args: argparse.Namespace) -> int:
     since = datetime.combine(args.since, time(), config.tz) if args.since else utcnow() - timedelta(days=30)
     async with Store(config.store_path) as store:
         data = summary(await UsageRepo(store).totals(since=iso(since)), config.model)
+        images = await UsageRepo(store).tool_runs("image_generate", since=iso(since))
     if args.json:
-        print(json.dumps({"since": iso(since), **data}, indent=2))
+        print(json.dumps({"since": iso(since), **data, "images_generated": images}, indent=2))
         return 0
     print(_line(f"Since {since:%Y-%m-%d}", data["total"]))
     for model, s in data["by_model"].items():
         print(_line(f"  {model or '(unknown model)'}", s))
     for kind, s in data["by_kind"].items():
         print(_line(f"  {kind} turns", s))
+    if images:
+        print(f"Images generated: {images}")
     return 0

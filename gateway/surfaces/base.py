@@ -101,3 +101,7 @@ class Surface(abc.ABC):
     async def progress(self, origin: Origin, platform_message_id: str | None) -> AsyncIterator[None]:
         """Show that a turn is running (typing action, reaction) and always clean it up."""
         yield
+
+    def tool_started(self, origin: Origin, tool: str) -> None:
+        """A turn in `origin` has started running `tool`. The terminal prints a progress line; chat
+        apps show nothing (their progress sign is `progress`)."""

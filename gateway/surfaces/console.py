@@ -1,16 +1,24 @@
 """The console surface: a terminal chat. Interactive on a TTY; line-per-message when piped.
 
 A streamed reply is printed as it arrives: each rewrite of the message that only adds to the text prints
-what was added, and the line ends when the reply is complete. Control characters are printed as their
-escapes (`\x1b`, `\r`), so no text can move the cursor or rewrite what the owner sees.
+what was added, and the line ends when the reply is complete. Control characters in what is printed are
+shown as their escapes (`\x1b`, `\r`), so no text can move the cursor or rewrite what the owner sees
+(the spinner's own escapes are ours).
+
+On a TTY the prompt is prompt_toolkit's (`gateway.surfaces.prompt`): line editing, history kept in the
+data directory, and the next `you> ` only once the reply is there. While a turn runs, a spinner turns on
+the line below and each tool the model calls gets a progress line. Piped input stays plain: no prompt,
+no spinner, one reply per line, in order.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import TextIO
 
 from gateway.surfaces.base import GatewayPort, LiveSettings, Surface
@@ -18,6 +26,9 @@ from store.records import Inbound, Origin, OutboxItem
 from toolsets.controls import visible
 
 CHAT_ID = "local"
+SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+SPIN_S = 0.1
+_CLEAR = "\r\x1b[K"  # back to the line start, erase it: where the spinner was
 
 
 class ConsoleSurface(Surface):
@@ -25,13 +36,22 @@ class ConsoleSurface(Surface):
     has_buttons = False
     max_text = 1_000_000
 
-    def __init__(self, user_id: str = "owner", out: TextIO | None = None) -> None:
+    def __init__(self, user_id: str = "owner", out: TextIO | None = None, history: Path | None = None) -> None:
         self.user_id = user_id
-        self.out = out or sys.stdout
+        self._out = out
+        self.history = history  # the prompt's history file (interactive only)
         self._ids = itertools.count(1)
         self.origin = Origin(surface=self.name, chat_id=CHAT_ID)
         self.gateway: GatewayPort | None = None
         self._printed: dict[str, str] = {}  # message id -> text printed so far, while a reply streams
+        self._spinning = False  # a spinner frame is on the current line
+        self._prompting = False  # a person at a TTY (read_lines chose the prompt): spinner and tool lines
+
+    @property
+    def out(self) -> TextIO:
+        # Looked up at each write: on a TTY, prompt_toolkit swaps sys.stdout for a proxy that prints
+        # above the prompt line (a reminder arriving while the owner types).
+        return self._out or sys.stdout
 
     async def start(self, gateway: GatewayPort) -> None:
         self.gateway = gateway
@@ -42,6 +62,41 @@ class ConsoleSurface(Surface):
     def live(self, origin: Origin) -> LiveSettings:
         """Print as the text arrives (a terminal has no rate limit; 20 writes a second is smooth)."""
         return LiveSettings(interval_s=0.05, max_chars=self.max_text - 1, first_chars=1, marks_partial=True)
+
+    @contextlib.asynccontextmanager
+    async def progress(self, origin: Origin, platform_message_id: str | None) -> AsyncIterator[None]:
+        """A spinner while the turn runs, on a terminal; it pauses while a reply streams."""
+        if not self._prompting:
+            yield
+            return
+        task = asyncio.create_task(self._spin(), name="console-spinner")
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            self._clear_spinner()
+
+    async def _spin(self) -> None:
+        for frame in itertools.cycle(SPINNER):
+            if not self._printed:  # not in the middle of a streamed line
+                self.out.write(f"{_CLEAR}{frame} working…")
+                self.out.flush()
+                self._spinning = True
+            await asyncio.sleep(SPIN_S)
+
+    def _clear_spinner(self) -> None:
+        if self._spinning:
+            self.out.write(_CLEAR)
+            self.out.flush()
+            self._spinning = False
+
+    def tool_started(self, origin: Origin, tool: str) -> None:
+        if self._prompting and not self._printed:
+            self._clear_spinner()
+            self.out.write(f"  · {tool}\n")
+            self.out.flush()
 
     async def deliver(self, item: OutboxItem, edit_platform_id: str | None) -> str | None:
         out = item.outbound
@@ -63,6 +118,7 @@ class ConsoleSurface(Surface):
                 text = "anyy> " + text
         if out.partial:
             self._printed[platform_id] = body
+        self._clear_spinner()
         self.out.write(visible(text))  # a terminal obeys escape sequences: none reaches it unseen
         self.out.flush()
         return platform_id
@@ -73,19 +129,23 @@ class ConsoleSurface(Surface):
         await self.gateway.receive(Inbound(surface=self.name, chat_id=CHAT_ID, user_id=self.user_id, text=line))
 
     async def read_lines(self, settle: Callable[[], Awaitable[None]], stdin: TextIO | None = None) -> None:
-        """Read until end of input. readline runs in a thread so the event loop keeps serving
-        replies and reminders while the person is typing. When piped, each line's replies are
-        printed (`settle`) before the next line is read, so scripted output is in order."""
+        """Read until end of input; each line's replies are printed (`settle`) before the next is read,
+        so piped output is in order and, on a TTY, the prompt returns only once the reply is there."""
         stdin = stdin or sys.stdin
-        interactive = stdin.isatty()
-        while True:
-            if interactive:
-                self.out.write("you> ")
-                self.out.flush()
-            line = await asyncio.to_thread(stdin.readline)
-            if not line:
-                return
+        if stdin.isatty() and self.out.isatty():
+            from gateway.surfaces.prompt import prompt_lines  # prompt_toolkit: only for a person at a TTY
+
+            lines = prompt_lines(self.history)
+            self._prompting = True
+        else:
+            lines = _piped_lines(stdin)
+        async for line in lines:
             if line.strip():
                 await self.send_line(line.rstrip("\n"))
-                if not interactive:
-                    await settle()
+                await settle()
+
+
+async def _piped_lines(stdin: TextIO) -> AsyncIterator[str]:
+    # readline in a thread: the event loop keeps serving replies and reminders meanwhile.
+    while line := await asyncio.to_thread(stdin.readline):
+        yield line

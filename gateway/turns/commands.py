@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING
 
 from connectors.mcp_names import toolset_name
@@ -25,12 +25,38 @@ HELP = """Anyy — your assistant. Just write; or use:
 /compact — summarise the older part of this conversation now
 /tools — the tools visible to the model now
 /toolsets — what the last turn selected and why; /toolsets pin NAME… or /toolsets auto
-/remind <when> <text> — e.g. /remind 10m stretch, /remind 09:00 standup
+/remind <when> <text> — e.g. /remind 10m stretch, /remind friday 9:30 review, /remind 明天9点 开会
 /reminders — your reminders; /cancel <id> to delete one
 /tasks — your open tasks
 /approvals — actions waiting for your approval; /approvals ID shows one in full; /approve ID, /deny ID [reason]
 /usage — tokens used (today, this conversation, 30 days) and their cost
 /status — model, time zone, toolsets, approvals, and whether a memory write would be held now (and why)"""
+
+
+def nearest_command(name: str, known: Iterable[str]) -> str | None:
+    """The known command within edit distance 2 of `name` (a word of letters), closest first; None when
+    there is none, or when `name` is so short that 2 edits would make anything of it ("/no")."""
+    if not name.isalpha() or not name.isascii():
+        return None
+    best = min(((edit_distance(name, k), k) for k in known), default=(3, ""))
+    distance, command = best
+    return command if distance <= 2 and distance < len(name) else None
+
+
+def edit_distance(a: str, b: str) -> int:
+    """Levenshtein distance, with a swap of two neighbours counting as one edit ("taks" → "task")."""
+    previous2: list[int] = []
+    previous = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        current = [i]
+        for j, cb in enumerate(b, 1):
+            cost = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (ca != cb))
+            if i > 1 and j > 1 and ca == b[j - 2] and a[i - 2] == cb:
+                cost = min(cost, previous2[j - 2] + 1)
+            current.append(cost)
+        previous2, previous = previous, current
+    return previous[-1]
+
 
 Handler = Callable[[Inbound, SessionRecord, str], Awaitable[str | Outbound]]
 
@@ -44,7 +70,6 @@ def status_lines(manager: McpManager | None) -> list[tuple[str, str]]:
         return []
     return [(ts, f"{ts}: {server.status()}") for ts, server in
             ((toolset_name(name), server) for name, server in manager.servers.items())]
-
 
 
 class Commands:
@@ -64,8 +89,11 @@ class Commands:
         head, _, args = inbound.text.strip().partition(" ")
         name = head[1:].split("@", 1)[0].lower()  # Telegram appends @botname in groups
         handler = self.table.get(name)
-        if handler is None:  # "/etc/hosts is wrong" is a message, not a command: the model reads it
-            return None
+        if handler is None:
+            # "/aprove x" is a typo: answering it costs nothing, sending it to the model costs a call.
+            # "/etc/hosts is wrong" is a message, not a command: the model reads it.
+            near = nearest_command(name, self.table)
+            return f"There is no /{name}. Did you mean /{near}? (/help lists the commands.)" if near else None
         return await handler(inbound, session, args.strip())
 
     async def start(self, inbound: Inbound, session: SessionRecord, args: str) -> str:

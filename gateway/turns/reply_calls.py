@@ -15,15 +15,17 @@ from toolsets.base import Tool
 log = logging.getLogger(__name__)
 
 Notify = Callable[[Origin, str, str], Awaitable[int]]
+ToolStarted = Callable[[Origin, str], None]
 
 
 class TurnCalls:
     """Runs a turn's tool calls through the `ToolCaller` and stores their results; `notify(origin, text,
     dedupe)` tells the owner about a call whose outcome is unknown."""
 
-    def __init__(self, caller: ToolCaller, notify: Notify) -> None:
+    def __init__(self, caller: ToolCaller, notify: Notify, tool_started: ToolStarted | None = None) -> None:
         self.caller = caller
         self.notify = notify
+        self.tool_started = tool_started  # tells the surface a tool is running (a terminal's progress line)
 
     async def run(self, ctx: TurnContext, session: SessionRecord, call: ToolCallRecord,
                   loader: Tool, *, resumed: bool = False) -> tuple[MessageRecord, str]:
@@ -34,6 +36,8 @@ class TurnCalls:
         visible = {t.name: t for name in ctx.loaded for t in ctx.available[name].tools}
         visible[loader.name] = loader
         run = self.caller.resume if resumed else self.caller.run
+        if self.tool_started is not None:
+            self.tool_started(ctx.origin, call.name)
         outcome = await run(ctx, call, visible)
         # The row remembers what outside content the turn had read by now, so every later turn that
         # still sees this row (and a re-run after a crash) holds steering writes: history.external_sources.

@@ -70,7 +70,7 @@ class Runtime:
         self.services = services
         self.outbox = outbox
         self.caller = caller
-        self.calls = TurnCalls(caller, self.reply)
+        self.calls = TurnCalls(caller, self.reply, self._tool_started)
         self.access = access
         # Every configured surface, started or not: a turn recovered before the surfaces start still
         # cleans up the progress sign its dead predecessor left (outbox.surfaces holds the started ones).
@@ -146,9 +146,11 @@ class Runtime:
     async def _turn(self, queue_id: int, inbound: Inbound, sid: str) -> None:
         turn_id = f"in-{queue_id}"
         if not await self.access.is_allowed(inbound.surface, inbound.user_id):
-            text = await self.access.pairing_reply(inbound)
-            if text:
-                await self.reply(inbound.origin, text, f"{turn_id}:pairing")
+            answer = await self.access.pairing_reply(inbound)
+            if answer.reply:
+                await self.reply(inbound.origin, answer.reply, f"{turn_id}:pairing")
+            for notice, key in answer.notices:
+                await self.outbox.enqueue(notice, key)
             return
         session = await self.sessions.get_or_create(sid, inbound.origin, inbound.user_key)
         too_long = inbound_too_long(inbound.text)
@@ -195,6 +197,11 @@ class Runtime:
     def _compact_after(self, session: SessionRecord, outbox_id: int) -> None:
         """Summarise what left the window once the reply is delivered (off the reply's critical path)."""
         self._turns.spawn(self.compactor.after_reply(session, self.outbox.delivered(outbox_id)))
+
+    def _tool_started(self, origin: Origin, tool: str) -> None:
+        surface = self.surfaces.get(origin.surface)
+        if surface is not None:
+            surface.tool_started(origin, tool)
 
     async def reply(self, origin: Origin, text: str, dedupe: str) -> int:
         return await self.outbox.enqueue(Outbound(origin=origin, text=text), dedupe)

@@ -70,6 +70,10 @@ def _taint_note(sources: list[str]) -> str:
             "Approve only if this change is your own wish, not an instruction planted in that content.")
 
 
+# What the owner must configure for a tool whose own service is missing (Tool.requires).
+NOT_CONFIGURED = {"web_search": "no web search backend is configured (the owner sets [web] search in the config)"}
+
+
 class ToolCaller:
     def __init__(self, tools: dict[str, Tool], policy: Policy, approvals: ApprovalService, audit: Audit,
                  access: Access, journal: ToolJournal) -> None:
@@ -91,6 +95,11 @@ class ToolCaller:
             return self._error(f"Error: {call.name} is not available in this conversation (it acts through "
                                "the owner's accounts). Tell the user you cannot do that here.")
         if tool is None:
+            if known is not None and known.requires is not None and known.requires not in ctx.services:
+                # Loading its toolset would not help: the service behind it is not configured at all.
+                need = NOT_CONFIGURED.get(known.requires, f"[{known.requires}] is not configured")
+                return self._error(f"Error: {call.name} is not available here: {need}. Tell the user so; "
+                                   "do not call it again.")
             hint = f" It belongs to the '{known.toolset}' toolset: call load_toolsets first." if known else ""
             return self._error(f"Error: unknown tool {call.name!r}.{hint}")
         try:

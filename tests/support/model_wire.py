@@ -246,12 +246,20 @@ def wire_problem(kind: Kind, body: Any, headers: Mapping[str, str]) -> str | Non
     if not isinstance(messages, list) or not messages:
         return "messages: must be a non-empty array"
     if kind == "openai":
-        return _openai_problem(messages, body.get("tools"))
+        return _openai_tokens_problem(body) or _openai_problem(messages, body.get("tools"))
     if not headers.get("anthropic-version"):
         return "anthropic-version: header is required"
     if not isinstance(body.get("max_tokens"), int) or body["max_tokens"] < 1:
         return "max_tokens: field required"
     return _anthropic_problem(messages, body.get("tools"))
+
+
+def _openai_tokens_problem(body: dict[str, Any]) -> str | None:
+    """OpenAI's reasoning and gpt-5 models refuse `max_tokens` (their documented 400, word for word)."""
+    if "max_tokens" in body and body["model"].rsplit("/", 1)[-1].startswith(("gpt-5", "o1", "o3", "o4")):
+        return ("Unsupported parameter: 'max_tokens' is not supported with this model. "
+                "Use 'max_completion_tokens' instead.")
+    return None
 
 
 def _openai_problem(messages: list[Any], tools: Any) -> str | None:

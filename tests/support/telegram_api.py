@@ -297,6 +297,10 @@ class FakeBot:
     def _api_sendDocument(self, params: dict[str, Any]) -> dict[str, Any]:
         return self._file_message(params, "document", {"file_name": "file"})
 
+    def _api_sendPhoto(self, params: dict[str, Any]) -> dict[str, Any]:
+        """A photo upload: the image bytes arrive as the multipart field `photo`; shown as one size."""
+        return self._file_message(params, "photo", {"width": 1024, "height": 1024})
+
     def _file_message(self, params: dict[str, Any], field: str, fields: dict[str, Any]) -> dict[str, Any]:
         data = params.get(field)
         if not isinstance(data, bytes) or not data:
@@ -304,12 +308,13 @@ class FakeBot:
         if params.get("caption") is not None and len(self._caption(params)) > 1024:
             raise ApiError(400, "Bad Request: message caption is too long")
         chat_id = int(params["chat_id"])
+        media = {**self.add_file(data), **fields}
         known = next((m["chat"] for (c, _), m in self.messages.items() if c == chat_id), None)
         body = wire.message(next(self._message_ids), known or wire.chat(chat_id, "private"),
                             wire.user(self.id, self.username, is_bot=True), None,
                             message_thread_id=params.get("message_thread_id"),
                             caption=self._caption(params) if params.get("caption") else None,
-                            **{field: {**self.add_file(data), **fields}})
+                            **{field: [media] if field == "photo" else media})
         self.messages[(chat_id, body["message_id"])] = body
         return body
 

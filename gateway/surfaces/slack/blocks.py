@@ -12,11 +12,11 @@ from typing import Any
 
 from store.records import Button
 
-ACTION_ID = re.compile(r"^anyy_(approve|deny|clarify)_\d+$")
+ACTION_ID = re.compile(r"^anyy_(approve|deny|clarify|admit|ignore)_\d+$")
 SECTION_LIMIT = 3000  # Slack's limit for a section block's text
 _LABEL_LIMIT = 75  # Slack's limit for a button's text
 _PER_ACTIONS_BLOCK = 25  # Slack's limit of elements in one actions block
-_STYLES = {"approve": "primary", "deny": "danger"}
+_STYLES = {"approve": "primary", "deny": "danger", "admit": "primary"}
 
 
 def message_blocks(text: str, buttons: list[Button], *, plain: bool = False) -> list[dict[str, Any]]:
@@ -44,6 +44,6 @@ def _button(button: Button, index: int) -> dict[str, Any]:
 
 
 def pressed_action(action_id: str) -> str | None:
-    """The gateway action ("approve" | "deny" | "clarify") a button's action_id stands for."""
+    """The gateway action ("approve" | "deny" | "clarify" | "admit" | "ignore") a button's action_id stands for."""
     match = ACTION_ID.match(action_id)
     return match.group(1) if match else None

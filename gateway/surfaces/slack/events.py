@@ -16,6 +16,7 @@ from gateway.surfaces.slack.format import from_mrkdwn
 from store.records import Attachment, Inbound, Origin
 
 SURFACE = "slack"
+COMMAND = "/anyy"  # the one slash command the app registers (docs/slack.md's manifest)
 _TURN_SUBTYPES = {None, "file_share", "thread_broadcast"}
 
 
@@ -52,6 +53,20 @@ def to_inbound(event: dict[str, Any], bot_user_id: str, attachments: list[Attach
         attachments=attachments,
         platform_message_id=ts,
     )
+
+
+def command_inbound(body: dict[str, Any]) -> tuple[Inbound, str] | None:
+    """`/anyy approve ID` as the Inbound `/approve ID` (`/anyy` alone: `/help`) with its dedupe key, or
+    None for a payload without a user or channel. Slack sends each invocation once, with its own
+    trigger_id; the key makes a Socket Mode redelivery of the same envelope one turn."""
+    user, channel = body.get("user_id"), body.get("channel_id")
+    if not user or not channel:
+        return None
+    words = str(body.get("text") or "").strip()
+    text = from_mrkdwn(words).strip() if words else "help"
+    inbound = Inbound(surface=SURFACE, chat_id=str(channel), user_id=str(user), text=f"/{text.removeprefix('/')}",
+                      user_name=body.get("user_name"), is_group=not str(channel).startswith("D"))
+    return inbound, f"slack:cmd:{body.get('trigger_id') or f'{channel}:{user}:{words}'}"
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,9 @@ from slack_sdk.web.async_client import AsyncWebClient
 from gateway.config import SlackConfig
 from gateway.surfaces.base import DeliveryError, GatewayPort, LiveSettings, Surface
 from gateway.surfaces.slack.blocks import ACTION_ID, SECTION_LIMIT, message_blocks
-from gateway.surfaces.slack.events import SURFACE, Press, dedupe_key, is_turn, to_inbound, to_press
+from gateway.surfaces.slack.events import (
+    COMMAND, SURFACE, Press, command_inbound, dedupe_key, is_turn, to_inbound, to_press,
+)
 from gateway.surfaces.slack.files import FileFetcher
 from gateway.surfaces.slack.format import escape, mrkdwn_chunks, to_mrkdwn
 from gateway.surfaces.text import split_text
@@ -105,6 +107,7 @@ class SlackSurface(Surface):
         app.event("message")(self._on_event)
         app.event("app_mention")(self._on_event)
         app.action(ACTION_ID)(self._on_action)
+        app.command(COMMAND)(self._on_command)
         if self.cfg.mode == "socket":
             self._socket = SocketConnection(app, self._app_token or "", self.cfg.socket_stale_s)
             await self._socket.start()
@@ -157,6 +160,17 @@ class SlackSurface(Surface):
         log.info("slack_inbound type=%s channel=%s ts=%s event_id=%s retry=%s accepted=%s", event.get("type"),
                  inbound.chat_id, inbound.platform_message_id, body.get("event_id"),
                  request.headers.get("x-slack-retry-num", ["0"])[0], accepted)
+
+    async def _on_command(self, ack: AsyncAck, body: dict[str, Any]) -> None:
+        """`/anyy …`: acknowledged at once (Slack allows 3 s), answered in the channel like a message."""
+        await ack()
+        found = command_inbound(body)
+        if found is None:
+            return
+        assert self._gateway is not None
+        inbound, key = found
+        accepted = await self._gateway.receive(inbound, key)
+        log.info("slack_command channel=%s accepted=%s", inbound.chat_id, accepted)
 
     async def _on_action(self, ack: AsyncAck, body: dict[str, Any]) -> None:
         await ack()  # within Slack's 3 s; the gateway's decision may take longer

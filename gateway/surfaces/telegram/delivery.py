@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 CAPTION_LIMIT = 1024  # characters of a file's caption
+PHOTO_LIMIT = 10 * 1024 * 1024  # bytes Telegram takes as a photo (sendPhoto); larger images go as documents
 
 
 def target(origin: Origin) -> tuple[int | str, int | None]:
@@ -65,6 +66,15 @@ def delivery_error(exc: TelegramError) -> DeliveryError:
 
 def _mentions(exc: BadRequest, phrase: str) -> bool:
     return phrase in str(exc).lower()
+
+
+def file_field(attachment: Attachment) -> str:
+    """How Telegram shows a file: "voice", "photo" (PNG/JPEG within the photo size limit) or "document"."""
+    if attachment.mime_type == "audio/ogg":
+        return "voice"
+    if attachment.mime_type in ("image/png", "image/jpeg") and attachment.size <= PHOTO_LIMIT:
+        return "photo"
+    return "document"
 
 
 class Sender:
@@ -115,16 +125,16 @@ class Sender:
         return str(last_id)
 
     async def _send_file(self, outbound: Outbound, attachment: Attachment) -> str:
-        """An OGG/Opus file as a voice note (sendVoice), anything else as a document; the text is the
-        caption (cut to Telegram's caption limit)."""
+        """An OGG/Opus file as a voice note (sendVoice), a PNG or JPEG as a photo (sendPhoto), anything
+        else as a document; the text is the caption (cut to Telegram's caption limit)."""
         chat, thread = target(outbound.origin)
         try:
             data = await asyncio.to_thread(Path(attachment.path).read_bytes)
         except OSError as exc:  # the artifact was deleted meanwhile: nothing to retry
             raise DeliveryError(f"attachment {attachment.name} cannot be read: {exc.strerror}", transient=False) from None
         caption = outbound.text if len(outbound.text) <= CAPTION_LIMIT else outbound.text[:CAPTION_LIMIT - 1] + "…"
-        method = self.bot.send_voice if attachment.mime_type == "audio/ogg" else self.bot.send_document
-        field = "voice" if attachment.mime_type == "audio/ogg" else "document"
+        field = file_field(attachment)
+        method = {"voice": self.bot.send_voice, "photo": self.bot.send_photo, "document": self.bot.send_document}[field]
         send = functools.partial(method, chat, **{field: data}, filename=attachment.name, message_thread_id=thread,
                                  reply_markup=keyboard(outbound.buttons))
 

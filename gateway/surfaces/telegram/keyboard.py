@@ -1,8 +1,9 @@
 """Buttons as Telegram inline keyboards, and presses back to (action, value).
 
 Telegram limits callback data to 64 bytes, so a button carries a one-letter action code and a short
-value: "a:<approval id>", "d:<approval id>", and for a clarifying question "c:<index>", whose option
-text is read back from the pressed message's own keyboard (the label is the option).
+value: "a:<approval id>", "d:<approval id>", "p:<pairing code>" (admit), "i:<pairing code>" (ignore),
+and for a clarifying question "c:<index>", whose option text is read back from the pressed message's
+own keyboard (the label is the option).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from telegram import InlineKeyboardButton, InlineKeyboardMarkup
 from store.records import Button
 
 MAX_CALLBACK_BYTES = 64
-_CODES = {"approve": "a", "deny": "d", "clarify": "c"}
+_CODES = {"approve": "a", "deny": "d", "clarify": "c", "admit": "p", "ignore": "i"}
 _ACTIONS = {code: action for action, code in _CODES.items()}
 
 

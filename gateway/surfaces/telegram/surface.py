@@ -36,15 +36,22 @@ from store.records import Origin, OutboxItem
 log = logging.getLogger(__name__)
 
 ALLOWED_UPDATES = ["message", "callback_query"]
+# Telegram's command menu: every slash command (gateway/commands.py) but /start, which Telegram sends
+# itself. tests/test_telegram.py checks the two lists match.
 COMMANDS = [
     ("help", "What I can do"),
     ("new", "Start a new conversation"),
+    ("compact", "Summarise the older part of this conversation"),
     ("tools", "Tools available here"),
     ("toolsets", "Pin or unpin toolsets"),
-    ("remind", "Set a reminder"),
+    ("remind", "Set a reminder: /remind 10m stretch"),
     ("reminders", "List reminders"),
+    ("cancel", "Cancel a reminder: /cancel ID"),
     ("tasks", "List tasks"),
     ("approvals", "Actions waiting for approval"),
+    ("approve", "Approve an action: /approve ID"),
+    ("deny", "Deny an action: /deny ID [reason]"),
+    ("usage", "Tokens used and their cost"),
 ]
 _SECRET_TOKEN = re.compile(r"[A-Za-z0-9_-]{1,256}")
 _BOOTSTRAP_ATTEMPTS = 3  # setWebhook at start-up

@@ -1,0 +1,17 @@
+"""The browser connector: Playwright over the system Chromium, every request through the web guard.
+
+`proxy` is the forward proxy that applies the guard to each connection a page opens; `snapshot` turns
+Playwright's ARIA snapshot into text with element refs; `driver` owns the browser process, one context
+per owner, and the actions.
+"""
+
+from connectors.browser.driver import (
+    Browser, BrowserError, BrowserSettings, PageState, StaleTarget, find_executable,
+)
+from connectors.browser.proxy import GuardProxy, Refusal
+from connectors.browser.snapshot import ACTIONABLE, TYPABLE, Element, Snapshot
+
+__all__ = [
+    "ACTIONABLE", "Browser", "BrowserError", "BrowserSettings", "Element", "GuardProxy", "PageState", "Refusal",
+    "Snapshot", "StaleTarget", "TYPABLE", "find_executable",
+]

@@ -1,0 +1,81 @@
+"""`anyy chat` at a real terminal (a pty): prompt_toolkit's prompt, a spinner while the model works, a
+progress line per tool, the next prompt only after the reply, history kept, logs in a file."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import pty
+import re
+from pathlib import Path
+
+from tests.fixtures.model import reply, tool_call
+from tests.support.cli import ANYY, SUBPROCESS_S, model_config
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[>=()][0-9A-Za-z]?|\r")
+
+
+class Terminal:
+    """A child process on a pty; everything it prints is kept."""
+
+    def __init__(self, master: int, process: asyncio.subprocess.Process) -> None:
+        self.master, self.process, self.raw = master, process, ""
+
+    async def expect(self, pattern: str, timeout: float = SUBPROCESS_S) -> str:
+        """Read until `pattern` (a regex) matches the output without escape sequences; returns that text."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while not re.search(pattern, plain := ANSI.sub("", self.raw), re.S):
+            if loop.time() > deadline:
+                raise AssertionError(f"no {pattern!r} in {plain!r}")
+            readable = asyncio.Event()
+            loop.add_reader(self.master, readable.set)
+            try:
+                await asyncio.wait_for(readable.wait(), max(0.1, deadline - loop.time()))
+            except TimeoutError:
+                continue
+            finally:
+                loop.remove_reader(self.master)
+            try:
+                self.raw += os.read(self.master, 65536).decode(errors="replace")
+            except OSError:  # the child closed the terminal
+                break
+        return ANSI.sub("", self.raw)
+
+    def type(self, text: str) -> None:
+        os.write(self.master, text.encode())
+
+
+async def test_a_person_at_a_terminal_sees_progress_then_the_reply(tmp_path: Path, home, model):
+    master, slave = pty.openpty()
+    # No cursor-position request: the pty has no terminal emulator to answer it.
+    env = {**home, "TERM": "xterm", "PROMPT_TOOLKIT_NO_CPR": "1", "COLUMNS": "100", "LINES": "30"}
+    cfg = model_config(tmp_path, model)
+    process = await asyncio.create_subprocess_exec(*ANYY, "chat", "--config", cfg, env=env, stdin=slave,
+                                                   stdout=slave, stderr=slave)
+    os.close(slave)
+    term = Terminal(master, process)
+    try:
+        await term.expect(r"Logs: .*chat\.log")
+        await term.expect(r"you>")  # prompt_toolkit draws the trailing space as a cursor move
+        model.pace.first_token_s = 0.6  # long enough for the spinner to turn
+        model.script(tool_call("task_create", {"title": "milk"}), reply("Added milk."))
+        term.type("add task milk\r")
+        out = await term.expect(r"anyy> Added milk\.")
+        answered = out.index("anyy> Added milk.")
+        after_typing = out[out.rindex("add task milk", 0, answered):]  # the last redraw of the typed line
+        assert re.search(f"[{'⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏'}] working", after_typing), after_typing
+        assert "· task_create" in after_typing
+        # the prompt comes back after the reply, not before it
+        assert "you>" not in after_typing[:after_typing.index("anyy> Added milk.")]
+        out = await term.expect(r"anyy> Added milk\..*you>")
+        assert "WARNING" not in out and "Traceback" not in out
+        term.type("\x04")  # Ctrl-D
+        assert await asyncio.wait_for(process.wait(), SUBPROCESS_S) == 0
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+        os.close(master)
+    assert "add task milk" in (Path(home["ANYY_HOME"]) / "chat_history").read_text()
+    assert (Path(home["ANYY_HOME"]) / "logs" / "chat.log").exists()
