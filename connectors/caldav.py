@@ -147,7 +147,9 @@ class CalDAV:
         if status == 412:
             raise CalendarConflict(f"{path} changed on the calendar server since it was read")
         if status >= 400:
-            raise CalendarError(f"{method} {path} failed on {self.where}: HTTP {status} {resp.reason_phrase}")
+            # The standard phrase of the code: the server's own reason phrase is its words, not ours.
+            raise CalendarError(f"{method} {path} failed on {self.where}: HTTP {status} "
+                                f"{httpx.codes.get_reason_phrase(status)}".rstrip())
         return resp
 
     async def _multistatus(self, method: str, url: str, body: str, depth: str) -> list[_Response]:

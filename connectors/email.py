@@ -110,7 +110,8 @@ class EmailClient:
             text = b" ".join(bytes(x) for x in response.lines)
             found = {k.decode(): int(v) for k, v in re.findall(rb"(MESSAGES|UNSEEN) (\d+)", text)}
             if response.result != "OK" or len(found) != 2:
-                raise EmailError(f"{self._imap.where} did not report INBOX counts: {server_text(response)}")
+                raise EmailError(f"{self._imap.where} did not report INBOX counts: {server_text(response)}",
+                                 remote=True)
             return found["MESSAGES"], found["UNSEEN"]
 
         async def imap_check() -> tuple[str, tuple[int, int] | None]:
@@ -152,7 +153,7 @@ class EmailClient:
             await self._imap.select(imap, folder)
             response = await imap.uid_search(*(criteria or ["ALL"]), charset=charset)
             if response.result != "OK":
-                raise EmailError(f"{self._imap.where} refused the search: {server_text(response)}")
+                raise EmailError(f"{self._imap.where} refused the search: {server_text(response)}", remote=True)
             uids = sorted(searched(response.lines))[-limit:]
             if not uids:
                 return []
@@ -195,7 +196,7 @@ class EmailClient:
             smtp.close()
             text = f"SMTP login to {s.smtp_host}:{s.smtp_port} as {login[0] if login else ''} failed: " \
                    f"{exc.code} {exc.message}"
-            raise EmailError(scrubbed(text, secret)) from None
+            raise EmailError(scrubbed(text, secret), remote=True) from None
         except (aiosmtplib.SMTPException, OSError, TimeoutError) as exc:
             smtp.close()
             text = network_error(exc, self._smtp_where, s.timeout_s) or f"{self._smtp_where} failed: {exc}"
@@ -214,9 +215,10 @@ class EmailClient:
             refused, _ = await smtp.send_message(message)
         except aiosmtplib.SMTPRecipientsRefused as exc:
             reasons = "; ".join(f"{r.recipient}: {r.code} {r.message}" for r in exc.recipients)
-            raise EmailError(f"{self._smtp_where} refused every recipient: {reasons}") from None
+            raise EmailError(f"{self._smtp_where} refused every recipient: {reasons}", remote=True) from None
         except aiosmtplib.SMTPResponseException as exc:
-            raise EmailError(f"{self._smtp_where} refused the message: {exc.code} {exc.message}") from None
+            raise EmailError(f"{self._smtp_where} refused the message: {exc.code} {exc.message}",
+                             remote=True) from None
         except (aiosmtplib.SMTPException, OSError, TimeoutError) as exc:
             reason = network_error(exc, self._smtp_where, self.settings.timeout_s) or str(exc)
             raise EmailError(f"sending broke off, the message may or may not have been sent: {reason}",

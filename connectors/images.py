@@ -1,5 +1,9 @@
 """Images for a vision model: read, turned upright, downscaled to a maximum side and re-encoded until
-they fit a maximum size (Pillow, in a worker thread so the event loop never waits on it)."""
+they fit a maximum size (Pillow, in a worker thread so the event loop never waits on it).
+
+An image is measured from its header before any pixel is decoded: one over `max_pixels` (`[artifacts]
+max_image_pixels`, 40 MP by default: a 50 KB PNG can declare 20000x20000 pixels, 400 MP, and decoding even
+a 100 MP one costs about a gigabyte) is refused with a sentence saying so, never loaded."""
 
 from __future__ import annotations
 
@@ -16,10 +20,11 @@ from PIL import Image, ImageOps, UnidentifiedImageError
 log = logging.getLogger(__name__)
 
 _QUALITIES = (85, 75, 60, 45)
+MAX_PIXELS = 40_000_000
 
 
 class ImageError(Exception):
-    """The file is not an image Pillow can read."""
+    """The file is not an image Pillow can read, or it is too large to decode."""
 
 
 @dataclass(frozen=True)
@@ -34,16 +39,20 @@ class Prepared:
     original_height: int
 
 
-async def prepare(path: Path, max_side: int, max_bytes: int) -> Prepared:
-    """The image at `path`, at most `max_side` pixels on its longer side and about `max_bytes` encoded."""
-    return await asyncio.to_thread(_prepare, path, max_side, max_bytes)
+async def prepare(path: Path, max_side: int, max_bytes: int, max_pixels: int = MAX_PIXELS) -> Prepared:
+    """The image at `path`, at most `max_side` pixels on its longer side and about `max_bytes` encoded.
+    Raises ImageError when it is not an image or has more than `max_pixels` pixels."""
+    return await asyncio.to_thread(_prepare, path, max_side, max_bytes, max_pixels)
 
 
-async def image_part(path: Path, name: str, artifact_id: str, max_side: int, max_bytes: int) -> dict[str, Any] | str:
+async def image_part(path: Path, name: str, artifact_id: str, max_side: int, max_bytes: int,
+                     max_pixels: int = MAX_PIXELS) -> dict[str, Any] | str:
     """The image downscaled as the part a message stores for a vision model (base64 data, MIME type,
     name, artifact id), or a sentence saying why it cannot be read."""
     try:
-        img = await prepare(path, max_side, max_bytes)
+        img = await prepare(path, max_side, max_bytes, max_pixels)
+    except TooLarge as exc:
+        return str(exc)
     except (ImageError, FileNotFoundError) as exc:
         return f"not readable as an image ({exc})"
     log.info("image_prepared artifact=%s from=%dx%d to=%dx%d bytes=%d", artifact_id, img.original_width,
@@ -57,20 +66,57 @@ async def dimensions(path: Path) -> tuple[int, int] | None:
     return await asyncio.to_thread(_dimensions, path)
 
 
+async def oversized(path: Path, max_pixels: int = MAX_PIXELS) -> str | None:
+    """A sentence saying the image at `path` is too large to decode, or None (also for a non-image)."""
+    return await asyncio.to_thread(_oversized, path, max_pixels)
+
+
+class TooLarge(ImageError):
+    """The image declares more pixels than may be decoded."""
+
+
 def _dimensions(path: Path) -> tuple[int, int] | None:
     try:
         with Image.open(path) as img:
             return img.size
-    except (UnidentifiedImageError, OSError):
+    except (UnidentifiedImageError, OSError, Image.DecompressionBombError):
         return None
 
 
-def _prepare(path: Path, max_side: int, max_bytes: int) -> Prepared:
+def _oversized(path: Path, max_pixels: int) -> str | None:
+    try:
+        with Image.open(path) as img:
+            _check(img, path, max_pixels)
+    except TooLarge as exc:
+        return str(exc)
+    except Image.DecompressionBombError:
+        return str(_bomb())
+    except (UnidentifiedImageError, OSError):
+        pass
+    return None
+
+
+def _bomb() -> TooLarge:
+    """Pillow's own limit, far above ours, refuses in the header too: it names no size."""
+    return TooLarge(f"too large to look at: more than {2 * (Image.MAX_IMAGE_PIXELS or 0) / 1e6:.0f} megapixels")
+
+
+def _check(img: Image.Image, path: Path, max_pixels: int) -> None:
+    width, height = img.size  # from the header: nothing is decoded yet
+    if width * height > max_pixels:
+        raise TooLarge(f"too large to look at: {width}x{height} pixels is over the {max_pixels / 1e6:g}-megapixel "
+                       "limit ([artifacts] max_image_pixels)")
+
+
+def _prepare(path: Path, max_side: int, max_bytes: int, max_pixels: int) -> Prepared:
     try:
         with Image.open(path) as opened:
+            _check(opened, path, max_pixels)
             original = opened.size
             img = ImageOps.exif_transpose(opened)
             img.load()
+    except Image.DecompressionBombError:
+        raise _bomb() from None
     except (UnidentifiedImageError, OSError) as exc:
         raise ImageError(f"{path.name} is not an image I can read ({exc})") from None
     alpha = img.mode in ("RGBA", "LA") or (img.mode == "P" and "transparency" in img.info)

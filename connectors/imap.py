@@ -115,8 +115,8 @@ class ImapConnection:
         self._lost: asyncio.Future[None] | None = None
         self._lock = asyncio.Lock()
 
-    def _error(self, text: str) -> EmailError:
-        return EmailError(scrubbed(text, self._password.get_secret_value()))
+    def _error(self, text: str, *, remote: bool = False) -> EmailError:
+        return EmailError(scrubbed(text, self._password.get_secret_value()), remote=remote)
 
     async def _open(self) -> tuple[aioimaplib.IMAP4, asyncio.Future[None]]:
         lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -141,7 +141,7 @@ class ImapConnection:
         if response.result != "OK":
             _close(imap)
             raise self._error(f"IMAP login to {self.host}:{self.port} as {self.username} failed: "
-                              f"{server_text(response)}")
+                              f"{server_text(response)}", remote=True)
         log.info("imap connected host=%s port=%s security=%s", self.host, self.port, self.security)
         return imap, lost
 
@@ -152,7 +152,7 @@ class ImapConnection:
         command = aioimaplib.Command("STARTTLS", proto.new_tag(), loop=proto.loop)
         response = await asyncio.wait_for(proto.execute(command), self.timeout)
         if response.result != "OK":
-            raise EmailError(f"{self.where} refused STARTTLS: {server_text(response)}")
+            raise EmailError(f"{self.where} refused STARTTLS: {server_text(response)}", remote=True)
         proto.transport = await asyncio.wait_for(asyncio.get_running_loop().start_tls(
             proto.transport, proto, self._tls, server_hostname=self.host), self.timeout)
         await asyncio.wait_for(proto.capability(), self.timeout)  # capabilities must be asked again after TLS
@@ -198,13 +198,14 @@ class ImapConnection:
         """Select `folder` (inside `run`)."""
         response = await imap.select(mailbox(folder))
         if response.result != "OK":
-            raise EmailError(f"cannot open folder {folder!r} on {self.where}: {server_text(response)}")
+            raise EmailError(f"cannot open folder {folder!r} on {self.where}: {server_text(response)}",
+                             remote=True)
 
     async def fetch(self, imap: aioimaplib.IMAP4, uids: list[int], item: str) -> dict[int, tuple[bytes, bool]]:
         """UID FETCH `item` (plus UID and FLAGS) of the selected folder (inside `run`)."""
         response = await imap.uid("fetch", ",".join(map(str, uids)), f"(UID FLAGS {item})")
         if response.result != "OK":
-            raise EmailError(f"{self.where} refused to fetch: {server_text(response)}")
+            raise EmailError(f"{self.where} refused to fetch: {server_text(response)}", remote=True)
         return fetched(response.lines)
 
     async def close(self) -> None:

@@ -14,12 +14,14 @@ class EmailError(Exception):
     with the server's reason) and never contains the password.
 
     `maybe_sent` is True when a send broke off after the server may already have accepted the message,
-    so the caller must not assume it can safely send again.
+    so the caller must not assume it can safely send again. `remote` is True when the message quotes the
+    server (its reply text): the caller shows it as outside content.
     """
 
-    def __init__(self, message: str, *, maybe_sent: bool = False) -> None:
+    def __init__(self, message: str, *, maybe_sent: bool = False, remote: bool = False) -> None:
         super().__init__(message)
         self.maybe_sent = maybe_sent
+        self.remote = remote
 
 
 def network_error(exc: BaseException, where: str, timeout: float) -> str | None:

@@ -11,13 +11,14 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import resource
 import signal
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from connectors.sandbox import bwrap_argv
+from connectors.sandbox import bwrap_argv, unix_socket_filter
 
 # Variables whose names say they hold a credential never reach a child, whatever config says.
 _SECRET_NAME = re.compile(r"(_KEY|_TOKEN|_SECRET)$|PASSWORD", re.IGNORECASE)
@@ -49,10 +50,22 @@ class Settings:
         env.update({"PAGER": "cat", "GIT_PAGER": "cat", "GIT_TERMINAL_PROMPT": "0"})
         return env
 
-    def argv(self, argv: list[str], cwd: Path) -> list[str]:
+    def argv(self, argv: list[str], cwd: Path, seccomp_fd: int | None = None) -> list[str]:
         if not self.sandbox:
             return argv
-        return bwrap_argv(argv, cwd=cwd, writable=list(self.writable), hidden=list(self.hidden), network=self.network)
+        return bwrap_argv(argv, cwd=cwd, writable=list(self.writable), hidden=list(self.hidden), network=self.network,
+                          seccomp_fd=seccomp_fd)
+
+    def socket_filter_fd(self) -> int | None:
+        """Without network under the sandbox: a pipe holding the seccomp program that refuses Unix
+        sockets (bwrap reads it), for the child to inherit; the caller closes it after the start."""
+        program = unix_socket_filter() if self.sandbox and not self.network else None
+        if program is None:
+            return None
+        read, write = os.pipe()
+        os.write(write, program)  # far below a pipe's buffer
+        os.close(write)
+        return read
 
 
 @dataclass
@@ -146,17 +159,38 @@ def _signal_group(pid: int, sig: int) -> None:
         pass
 
 
-async def start(settings: Settings, argv: list[str], cwd: Path, log_path: Path, *, stdin: bool) -> Job:
-    """Start `argv` in `cwd`, output appended to `log_path`; with `stdin` its input is a pipe."""
+def hit_file_limit(exit_code: int | None) -> bool:
+    """Whether the process was killed for writing past its file-size limit (`max_file_bytes`)."""
+    return exit_code == -signal.SIGXFSZ
+
+
+def _file_limit(max_bytes: int) -> Callable[[], None]:
+    def apply() -> None:  # runs in the child between fork and exec: no locks, no allocation-heavy work
+        resource.setrlimit(resource.RLIMIT_FSIZE, (max_bytes, max_bytes))
+
+    return apply
+
+
+async def start(settings: Settings, argv: list[str], cwd: Path, log_path: Path, *, stdin: bool,
+                max_file_bytes: int | None = None) -> Job:
+    """Start `argv` in `cwd`, output appended to `log_path`; with `stdin` its input is a pipe.
+    `max_file_bytes` bounds every file the child writes, its output file included (RLIMIT_FSIZE: a write
+    past it kills the child with SIGXFSZ), so a command that only prints cannot fill the disk."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    full = settings.argv(argv, cwd)
+    seccomp = settings.socket_filter_fd()
+    full = settings.argv(argv, cwd, seccomp)
+    limit = _file_limit(max_file_bytes) if max_file_bytes else None
     with log_path.open("ab") as out:  # the child keeps its own copy of the descriptor
         try:
             proc = await asyncio.create_subprocess_exec(
                 *full, cwd=str(cwd), env=settings.env(), stdout=out, stderr=asyncio.subprocess.STDOUT,
-                stdin=asyncio.subprocess.PIPE if stdin else asyncio.subprocess.DEVNULL, start_new_session=True)
+                stdin=asyncio.subprocess.PIPE if stdin else asyncio.subprocess.DEVNULL, start_new_session=True,
+                preexec_fn=limit, pass_fds=() if seccomp is None else (seccomp,))
         except OSError as exc:
             raise ProcessError(f"cannot start {argv[0]}: {exc.strerror or exc}") from None
+        finally:
+            if seccomp is not None:
+                os.close(seccomp)
     return Job(proc, log_path, time.monotonic())
 
 
@@ -169,9 +203,9 @@ class RunResult:
 
 
 async def run(settings: Settings, argv: list[str], cwd: Path, log_path: Path, *, timeout_s: float,
-              max_bytes: int) -> RunResult:
+              max_bytes: int, max_file_bytes: int | None = None) -> RunResult:
     """Run to completion or until `timeout_s`, then stop it; the output file is removed afterwards."""
-    job = await start(settings, argv, cwd, log_path, stdin=False)
+    job = await start(settings, argv, cwd, log_path, stdin=False, max_file_bytes=max_file_bytes)
     try:
         code = await job.wait(timeout_s)
         timed_out = code is None

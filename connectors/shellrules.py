@@ -5,8 +5,9 @@
 - `allow`: a read-only command from the allowlist (`ls`, `cat`, `head`, `tail`, `wc`, `df`, `du`,
   `grep`/`rg`/`find` without their executing or writing options, `git status|diff|log` in read-only
   forms, plus operator rules) with no shell metacharacters. It runs as an argument vector, without a
-  shell, so what was classified is exactly what runs; git gets `-c core.fsmonitor=` and
-  `--no-ext-diff --no-textconv` so a repository's config cannot make it run programs.
+  shell, so what was classified is exactly what runs; git gets `connectors.gitguard.SAFETY` and
+  `--no-ext-diff --no-textconv` so a repository's config cannot make it run programs (the terminal adds
+  the overrides for the repository's own filter and diff drivers when it runs it).
 - `force`: a destructive pattern (`rm -r` on `/`, `~`, the workspace or a top-level directory, `mkfs`,
   `dd of=/dev/...`, a fork bomb, a download piped into a shell, recursive `chmod`/`chown` of `/` or `~`,
   anything naming `~/.ssh` or a shell rc file). It needs the owner's approval even with a policy hook.
@@ -22,6 +23,8 @@ import shlex
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import PurePosixPath
+
+from connectors.gitguard import SAFETY
 
 
 class ShellClass(StrEnum):
@@ -50,10 +53,9 @@ _META = set(";&|<>()$`\\\n\r{}*?[]!")
 _META_IN_DOUBLE = set("$`\\!")
 _READERS = {"ls", "cat", "head", "tail", "wc", "df", "du", "grep"}
 _FIND_BAD = {"-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0", "-fprintf", "-fls"}
-_RG_BAD = ("--pre", "--hostname-bin", "--search-zip", "-z")
+_RG_BAD = ("--pre", "--hostname-bin", "--search-zip", "-z", "--follow", "-L")
 _GIT_STATUS_OK = {"--short", "-s", "--porcelain", "--porcelain=v1", "--porcelain=v2", "-b", "--branch"}
-_GIT_BAD = ("--output", "--ext-diff", "--textconv")
-_GIT_SAFETY = ["-c", "core.fsmonitor=", "-c", "core.pager=cat"]
+_GIT_BAD = ("--output", "--ext-diff", "--textconv", "--ignore-submodules", "--submodule", "--paginate")
 _WRAPPERS = {"sudo", "doas", "command", "exec", "nohup", "env", "time", "nice", "xargs", "builtin", "busybox"}
 
 _PROTECTED = re.compile(r"\.ssh\b|authorized_keys|\.(?:bash|zsh|k|tcsh|c)shrc\b|\.bashrc\b|\.zshrc\b|\.bash_profile\b"
@@ -119,6 +121,8 @@ def _allowlisted(argv: list[str], rules: list[Rule] | tuple[Rule, ...]) -> Verdi
     for rule in rules:
         if prog == rule.program and (rule.subcommand is None or (args[:1] == [rule.subcommand])):
             return Verdict(ShellClass.ALLOW, f"operator rule {rule.program} {rule.subcommand or ''}".strip(), argv)
+    if prog == "grep" and any(a == "--dereference-recursive" or _short_flag(a, "R") for a in args):
+        return _refused("grep -R follows symlinks out of the folder it searches")
     if prog in _READERS:
         return Verdict(ShellClass.ALLOW, f"read-only {prog}", argv)
     if prog == "find":
@@ -136,15 +140,20 @@ def _git(args: list[str]) -> Verdict:
     sub, rest = (args[0], args[1:]) if args else ("", [])
     if sub == "status":
         if all(a in _GIT_STATUS_OK for a in rest):
-            return Verdict(ShellClass.ALLOW, "read-only git status", ["git", *_GIT_SAFETY, "status", *rest])
+            return Verdict(ShellClass.ALLOW, "read-only git status", ["git", *SAFETY, "status", *rest])
         return _refused("git status with options beyond --short/--porcelain/--branch")
     if sub in ("diff", "log"):
         bad = next((a for a in rest if a.startswith(_GIT_BAD)), None)
         if bad:
             return _refused(f"git {sub} {bad} can write files or run programs")
         return Verdict(ShellClass.ALLOW, f"read-only git {sub}",
-                       ["git", *_GIT_SAFETY, sub, "--no-ext-diff", "--no-textconv", *rest])
+                       ["git", *SAFETY, sub, "--no-ext-diff", "--no-textconv", *rest])
     return _refused("only git status, diff and log are read-only")
+
+
+def _short_flag(arg: str, flag: str) -> bool:
+    """Whether `arg` is a group of short options (`-rnR`) that contains `flag`."""
+    return arg.startswith("-") and not arg.startswith("--") and flag in arg[1:]
 
 
 def _refused(reason: str) -> Verdict:

@@ -1,7 +1,9 @@
 """The workspace: where relative paths point, and the only places writes may go.
 
 Reads anchor relative paths to the workspace root; an absolute path reads wherever the process may
-read (the real read boundary is the process's own file permissions, or the sandbox). Writes go only
+read (the real read boundary is the process's own file permissions, or the sandbox), except the private
+paths (`connectors.private_paths`: other processes' /proc entries, Anyy's data directory and config file),
+which are refused. Writes go only
 inside the root or a configured write root, checked on the fully resolved path, so a symlink inside the
 workspace cannot carry a write outside it. Writes are atomic: a temporary file in the target's
 directory, then a rename, with the target's content hash checked again right before the rename.
@@ -13,6 +15,8 @@ import hashlib
 import os
 import tempfile
 from pathlib import Path
+
+from connectors.private_paths import PrivatePaths
 
 
 class WorkspaceError(Exception):
@@ -34,9 +38,11 @@ def file_hash(path: Path) -> str | None:
 
 
 class Workspace:
-    def __init__(self, root: Path, write_roots: list[Path] | tuple[Path, ...] = ()) -> None:
+    def __init__(self, root: Path, write_roots: list[Path] | tuple[Path, ...] = (),
+                 private: PrivatePaths | None = None) -> None:
         self.root = root.expanduser()
         self.write_roots = [p.expanduser() for p in write_roots]
+        self.private = private or PrivatePaths()
 
     def ensure(self) -> Path:
         """The root, created on first use."""
@@ -53,6 +59,19 @@ class Workspace:
             raise WorkspaceError("the path is empty")
         p = Path(path).expanduser()
         return (p if p.is_absolute() else self.ensure() / p).resolve()
+
+    def resolve_read(self, path: str, *, recursive: bool = False) -> Path:
+        """A path for reading (`recursive`: a folder to search); refused when it is, or (recursive)
+        contains, a private path."""
+        target = self.resolve(path)
+        why = self.private.refusal(str(target), self.root, recursive=recursive)
+        if why:
+            raise WorkspaceError(f"refused: {why}; the file tools never read it")
+        return target
+
+    def readable(self, path: Path) -> bool:
+        """Whether a file met while searching may be read (a symlink is followed only to a readable place)."""
+        return not path.is_symlink() or self.private.refusal(str(path), self.root) is None
 
     def resolve_write(self, path: str) -> Path:
         """A path for writing; refused unless it lies inside the root or a write root."""

@@ -151,7 +151,9 @@ class OutboxService:
         except DeliveryError as exc:
             if exc.transient and item.attempts + 1 < MAX_ATTEMPTS:
                 delay = backoff_s(item.attempts, exc.retry_after)
-                await self.repo.mark_retry(item.id, str(exc), iso(utcnow() + timedelta(seconds=delay)))
+                # A new message whose send got no answer stays in doubt, so the retry looks before it posts.
+                await self.repo.mark_retry(item.id, str(exc), iso(utcnow() + timedelta(seconds=delay)),
+                                           in_doubt=edit_id is None and exc.in_doubt)
                 retrying.add(item.id)
                 log.warning("outbox_retry id=%s surface=%s in_s=%.1f error=%s", item.id, surface.name, delay, exc)
             else:

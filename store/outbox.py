@@ -121,10 +121,12 @@ class Outbox:
             f" sent_at = ?, error = NULL, {_CLEAR} WHERE id = ?",
             [revision, platform_message_id, iso(utcnow()), item_id]))
 
-    async def mark_retry(self, item_id: int, error: str, next_attempt_at: str) -> None:
+    async def mark_retry(self, item_id: int, error: str, next_attempt_at: str, *, in_doubt: bool = False) -> None:
+        """Schedule another attempt; `in_doubt` keeps the mark that the failed send may have arrived."""
         await self.store.run(lambda db: db.execute(
-            f"UPDATE outbox SET attempts = attempts + 1, error = ?, next_attempt_at = ?, {_CLEAR} WHERE id = ?",
-            [error, next_attempt_at, item_id]))
+            "UPDATE outbox SET attempts = attempts + 1, error = ?, next_attempt_at = ?, "
+            "sending_at = CASE WHEN ? THEN sending_at ELSE NULL END, owner = NULL, lease_until = NULL WHERE id = ?",
+            [error, next_attempt_at, in_doubt, item_id]))
 
     async def mark_failed(self, item_id: int, error: str) -> None:
         await self.store.run(lambda db: db.execute(

@@ -257,7 +257,7 @@ class ProcessRecord(BaseModel):
     command: str
     cwd: str
     pid: int | None = None
-    state: Literal["running", "exited", "killed", "stopped", "lost"] = "running"
+    state: Literal["running", "exited", "killed", "stopped", "timed_out", "lost"] = "running"
     exit_code: int | None = None
     log_path: str
     started_at: str

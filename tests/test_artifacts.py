@@ -153,7 +153,7 @@ async def test_inspect_an_image_shows_it_to_a_vision_model_else_metadata(ctx: Re
     assert (out["width"], out["height"]) == (3000, 2000) and "cannot see images" in out["note"]
     assert ctx.images == []
 
-    ctx.services["vision"] = VisionLimits(max_side=800, max_bytes=200_000)
+    ctx.services["vision"] = VisionLimits(max_side=800, max_bytes=200_000, max_pixels=40_000_000)
     out = await call(artifact.artifact_inspect, ctx, artifact_id=rec.id)
     [part] = ctx.images
     assert (part["mime_type"], part["name"], part["artifact"]) == ("image/jpeg", "receipt.jpg", rec.id)

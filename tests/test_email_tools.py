@@ -214,8 +214,9 @@ async def test_smtp_refusal_is_a_tool_error_and_the_draft_stays_sendable(ctx: Re
                                                                           smtp_recorder: SmtpRecorder) -> None:
     draft_id = draft_id_of(await call(email_draft, ctx, to=["ghost@example.net"], subject="Hi", body="Hello"))
     smtp_recorder.refusal = "550 5.1.1 <ghost@example.net>: Recipient address rejected: User unknown"
-    with pytest.raises(ToolError, match="not sent: .*550 5.1.1 <ghost@example.net>: Recipient address rejected"):
+    with pytest.raises(ToolError, match="(?s)not sent: .*550 5.1.1 <ghost@example.net>: Recipient address rejected"):
         await call(email_send, ctx, draft_id=draft_id)
+    assert ctx.external_sources[-1] == "mail server"  # the server's reply text is outside content
     assert smtp_recorder.received == []
     assert await state_of(ctx, draft_id) == "draft"
     smtp_recorder.refusal = None

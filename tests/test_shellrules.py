@@ -2,6 +2,7 @@
 
 import pytest
 
+from connectors.gitguard import SAFETY
 from connectors.shellrules import Rule, ShellClass, classify
 
 WS, HOME = "/srv/ws", "/home/me"
@@ -54,8 +55,9 @@ def test_ordinary_deletions_are_change_plan_not_force(command):
 
 def test_allowlisted_commands_run_as_an_argument_vector_with_git_hardened():
     v = classify("git log -3 --oneline", workspace=WS, home=HOME)
-    assert v.argv[:5] == ["git", "-c", "core.fsmonitor=", "-c", "core.pager=cat"]
-    assert v.argv[5:8] == ["log", "--no-ext-diff", "--no-textconv"] and v.argv[-2:] == ["-3", "--oneline"]
+    n = len(SAFETY) + 1
+    assert v.argv[:n] == ["git", *SAFETY] and "core.fsmonitor=" in SAFETY and "core.pager=cat" in SAFETY
+    assert v.argv[n:n + 3] == ["log", "--no-ext-diff", "--no-textconv"] and v.argv[-2:] == ["-3", "--oneline"]
     assert classify("find . -name '*.py'").argv == ["find", ".", "-name", "*.py"]  # quotes removed, no shell
 
 

@@ -61,8 +61,10 @@ async def test_web_fetch_notes_cuts_outside_the_block(site: FakeSite, tmp_path) 
 async def test_web_fetch_errors_are_tool_errors(site: FakeSite, ctx: RecordingContext) -> None:
     from toolsets.base import ToolError
 
-    with pytest.raises(ToolError, match="image/png"):
+    with pytest.raises(ToolError, match="image/png"):  # the server's content type: inside its block
         await web.web_fetch.handler(ctx, url=site.url("/image.png"))
+    assert ctx.external_sources == [f"web:{site.url('/image.png')}"]
+    ctx.external_sources.clear()
     ctx.services["web"] = WebFetcher(Guard())
     try:
         with pytest.raises(ToolError, match="refused: 127.0.0.1 is a loopback address"):
@@ -76,9 +78,11 @@ async def test_web_extract_reads_five_pages_and_reports_the_failing_one(site: Fa
     urls = [site.url(p) for p in ("/article", "/notes.txt", "/report.pdf", "/image.png", "/data.json")]
     out = await web.web_extract.handler(ctx, urls=urls)
     assert out.startswith("Read 4 of 5 page(s).")
-    assert f"## 4. {urls[3]}\nFailed: {urls[3]}: the URL serves image/png" in out
     blocks = dict(_blocks(out, ctx.boundary))
-    assert sorted(blocks) == sorted(f"web:{u}" for u in urls if not u.endswith(".png"))
+    assert f"## 4. {urls[3]}\nFailed: <untrusted source=\"web:{urls[3]}\"" in out  # the server's content type
+    assert blocks[f"web:{urls[3]}"] == (f"{urls[3]}: the URL serves image/png, which is not text, HTML or PDF "
+                                        "and cannot be read")
+    assert sorted(blocks) == sorted(f"web:{u}" for u in urls)
     assert PDF_TEXT in blocks[f"web:{urls[2]}"] and "plain notes" in blocks[f"web:{urls[1]}"]
 
 

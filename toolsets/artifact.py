@@ -93,7 +93,7 @@ async def artifact_inspect(ctx: ToolContext, artifact_id: str) -> dict[str, Any]
         if vision is None:
             out["note"] = "this model cannot see images; only the metadata is available"
         else:
-            part = await image_part(path, rec.name, rec.id, vision.max_side, vision.max_bytes)
+            part = await image_part(path, rec.name, rec.id, vision.max_side, vision.max_bytes, vision.max_pixels)
             if isinstance(part, str):
                 raise ToolError(f"{rec.name} is {part}")
             ctx.show_image(part)

@@ -19,10 +19,11 @@ from typing import Any, Protocol, get_type_hints
 from zoneinfo import ZoneInfo
 
 import jsonschema
-from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
+from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
 
 from store.db import Store
 from store.records import Attachment, Origin
+from toolsets.controls import visible
 
 
 class Risk(StrEnum):
@@ -110,11 +111,19 @@ class Preview(BaseModel):
       the file still having that hash) and refuses, having done nothing, when the target moved.
     - `binding`, for a tool without an effect function: hashed into the approval; before executing,
       the preview is built again and the call is refused if the binding changed.
+
+    The text's control and bidirectional characters are shown as escapes (`toolsets.controls`).
     """
 
     text: str
     binding: Any = None
     payload: Any = None
+
+    @field_validator("text")
+    @classmethod
+    def _visible(cls, text: str) -> str:
+        # The owner sees exactly what will run: no escape sequence or bidi override can hide part of it.
+        return visible(text)
 
 
 class ToolContext(Protocol):

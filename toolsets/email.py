@@ -51,13 +51,18 @@ def _client(ctx: ToolContext) -> EmailClient:
     return client
 
 
+def _told(ctx: ToolContext, exc: EmailError) -> str:
+    """An email failure as the model reads it: one that quotes the mail server is outside content."""
+    return ctx.external("mail server", str(exc)) if exc.remote else str(exc)
+
+
 @contextmanager
-def _errors() -> Iterator[None]:
+def _errors(ctx: ToolContext) -> Iterator[None]:
     """Connector failures become tool results the model can read and act on."""
     try:
         yield
     except EmailError as exc:
-        raise ToolError(str(exc)) from None
+        raise ToolError(_told(ctx, exc)) from None
 
 
 def _invalid(exc: ValidationError) -> ToolError:
@@ -151,7 +156,7 @@ async def email_search(
         folder: Folder to search.
         limit: How many messages at most.
     """
-    with _errors():
+    with _errors(ctx):
         found = await _client(ctx).search(from_=sender, to=to, subject=subject, text=text, since=since,
                                           before=before, unseen=unread_only, folder=folder, limit=limit)
     if not found:
@@ -175,7 +180,7 @@ async def email_get(ctx: ToolContext, uid: int, folder: str = "INBOX") -> str:
         uid: The uid from email_search.
         folder: The folder it is in.
     """
-    with _errors():
+    with _errors(ctx):
         message = await _client(ctx).get(uid, folder)
     return ctx.external(f"email uid {uid} in {folder}", _card(message, ctx.tz))
 
@@ -213,7 +218,7 @@ async def email_draft(
         "from_address": client.settings.from_address, "from_name": client.settings.from_name,
         "message_id": new_message_id(client.settings.from_address)}
     if reply_to_uid is not None:
-        with _errors():
+        with _errors(ctx):
             original = await client.get(reply_to_uid, folder)
         # RFC 5322 3.6.4: the parent's References (or its In-Reply-To) followed by the parent's own id.
         thread = original.references or ([original.in_reply_to] if original.in_reply_to else [])
@@ -285,12 +290,12 @@ async def _send(ctx: ToolContext, args: Any, payload: dict[str, Any]) -> str:
         result = await client.send(message.build(ctx.now()))
     except EmailError as exc:
         if exc.maybe_sent:
-            raise ToolError(f"{exc} (draft {draft_id} is kept as sent so it cannot go out twice)") from None
+            raise ToolError(f"{_told(ctx, exc)} (draft {draft_id} is kept as sent so it cannot go out twice)") from None
         await drafts.unmark_sent(ctx.user_key, draft_id)
-        raise ToolError(f"not sent: {exc} (draft {draft_id} is kept and can be sent once fixed)") from None
+        raise ToolError(f"not sent: {_told(ctx, exc)} (draft {draft_id} is kept and can be sent once fixed)") from None
     lines = [f"Sent \"{message.subject}\" to {', '.join(result.accepted)} (draft {draft_id}, "
              f"Message-ID {result.message_id})."]
-    lines += [f"Refused: {addr}: {why}" for addr, why in result.refused.items()]
+    lines += [f"Refused: {addr}: " + ctx.external("mail server", why) for addr, why in result.refused.items()]
     lines += [f"Copy {result.sent_copy}."] if result.sent_copy else []
     return "\n".join(lines)
 

@@ -1,10 +1,12 @@
 """The file toolset: read and search freely; write and patch only inside the workspace, after approval.
 
 `read_file` and `search_files` anchor relative paths to the workspace and read absolute paths wherever
-the process may read. `write_file` and `patch` are ChangePlan-gated: the owner sees a unified diff (a new
-file: its content) bound to the file's content hash, or to its absence. Overwriting or patching needs
-that this session read the file and that it is unchanged since ("read before overwrite"); at execution
-the hash is checked again by the approval (the binding) and once more right before the atomic rename.
+the process may read, except other processes' /proc entries and Anyy's own files (refused).
+`write_file` and `patch` are ChangePlan-gated: the owner sees a unified diff (a new file: its content),
+and the approval stores the effect itself (`Preview.payload`: the path, the file's
+content hash or its absence, the exact new content). Overwriting or patching needs that this session read
+the file and that it is unchanged since ("read before overwrite"); Approve runs the stored payload through
+`@effect` (no fresh plan), which writes only over that hash, checked right before the atomic rename.
 File contents reach the model as external content: a file may have come from anywhere.
 """
 
@@ -47,7 +49,9 @@ TOOLSET = Toolset(
 MAX_READ_BYTES = 20 * 1024 * 1024  # a file larger than this is read with bash head/tail instead
 MAX_SHOWN_CHARS = 100_000
 MAX_WRITE_BYTES = 8 * 1024 * 1024
-DIFF_CHARS = 3500
+# What the approval row keeps of a diff: the prompt shows its first part, `/approvals ID` all of it
+# (split into messages by the surface), so the owner can read every line of what Approve writes.
+DIFF_CHARS = 200_000
 _GATED = {"risk": Risk.RUNTIME_HIGH, "approval": ApprovalPolicy.HOOK, "execution": ExecutionPolicy.CHANGE_PLAN}
 
 
@@ -80,7 +84,7 @@ async def read_file(ctx: ToolContext, path: str, offset: Annotated[int, Field(ge
         limit: how many lines to show.
     """
     try:
-        target = _workspace(ctx).resolve(path)
+        target = _workspace(ctx).resolve_read(path)
     except WorkspaceError as exc:
         raise ToolError(str(exc)) from None
     data = await asyncio.to_thread(_read_bytes, target)
@@ -103,7 +107,8 @@ async def read_file(ctx: ToolContext, path: str, offset: Annotated[int, Field(ge
     return header + "\n" + ctx.external(f"file {target}", text)
 
 
-def _search(root: Path, pattern: re.Pattern[str] | None, glob: str, max_results: int) -> tuple[list[str], bool]:
+def _search(ws: Workspace, root: Path, pattern: re.Pattern[str] | None, glob: str,
+            max_results: int) -> tuple[list[str], bool]:
     """Matching lines (`path:line: text`), or with no pattern matching file names; hidden entries skipped."""
     out: list[str] = []
     if root.is_file():
@@ -122,7 +127,7 @@ def _search(root: Path, pattern: re.Pattern[str] | None, glob: str, max_results:
             continue
         if pattern is None:
             out.append(rel)
-        else:
+        elif ws.readable(f):
             try:
                 if f.stat().st_size > 2 * 1024 * 1024:
                     continue
@@ -154,7 +159,8 @@ async def search_files(ctx: ToolContext, pattern: str = "", path: str = ".", glo
         max_results: stop after this many matching lines or files.
     """
     try:
-        root = _workspace(ctx).resolve(path)
+        ws = _workspace(ctx)
+        root = ws.resolve_read(path, recursive=True)
         regex = re.compile(pattern, re.IGNORECASE if ignore_case else 0) if pattern else None
     except WorkspaceError as exc:
         raise ToolError(str(exc)) from None
@@ -162,7 +168,7 @@ async def search_files(ctx: ToolContext, pattern: str = "", path: str = ".", glo
         raise ToolError(f"invalid regular expression {pattern!r}: {exc}") from None
     if not root.exists():
         raise ToolError(f"{root} does not exist")
-    found, cut = await asyncio.to_thread(_search, root, regex, glob, max_results)
+    found, cut = await asyncio.to_thread(_search, ws, root, regex, glob, max_results)
     what = "matching lines" if regex else "files"
     head = f"{len(found)} {what} under {root}" + (f" (stopped at {max_results}; narrow the search)" if cut else "")
     return head + ("\n" + ctx.external(f"files under {root}", "\n".join(found)) if found else "")
@@ -256,24 +262,28 @@ def _diff(plan: Plan) -> str:
     return head + body
 
 
-def _binding(plan: Plan) -> dict[str, str | None]:
-    return {"path": plan.target, "sha256": plan.old_hash, "new_sha256": sha256_bytes(plan.new)}
+def _payload(plan: Plan) -> dict[str, str | None]:
+    """The whole effect the preview shows: where, over which content (None: only where nothing exists),
+    and the exact new content (text: both tools write UTF-8)."""
+    return {"path": plan.target, "sha256": plan.old_hash, "content": plan.new.decode("utf-8")}
 
 
-async def _apply(plan: Plan) -> str:
+async def _apply(ctx: ToolContext, args: object, payload: dict[str, str | None]) -> str:
+    """Write the payload's content, only over the hash it was planned on; then the session has seen it,
+    so it may change the file again without re-reading. The path is checked against the write roots
+    again (a folder on it may have become a symlink since)."""
+    path, content = str(payload["path"]), str(payload["content"])
     try:
-        await asyncio.to_thread(Workspace.write_atomic, Path(plan.target), plan.new, plan.old_hash)
+        if str(_workspace(ctx).resolve_write(path)) != path:
+            raise ToolError(f"{path} now leads elsewhere (a symlink changed); nothing was written")
+        data = content.encode("utf-8")
+        await asyncio.to_thread(Workspace.write_atomic, Path(path), data, payload["sha256"])
     except WorkspaceError as exc:
         raise ToolError(str(exc)) from None
     except OSError as exc:
-        raise ToolError(f"cannot write {plan.target}: {exc.strerror or exc}") from None
-    verb = "created" if plan.old_hash is None else "wrote"
-    return f"{verb} {plan.target} ({len(plan.new)} bytes)"
-
-
-async def _remember(ctx: ToolContext, plan: Plan) -> None:
-    """The session has seen what it just wrote, so it may change it again without re-reading."""
-    await FileReads(ctx.store).record(ctx.session_id, plan.target, sha256_bytes(plan.new))
+        raise ToolError(f"cannot write {path}: {exc.strerror or exc}") from None
+    await FileReads(ctx.store).record(ctx.session_id, path, sha256_bytes(data))
+    return f"{'created' if payload['sha256'] is None else 'wrote'} {path} ({len(data)} bytes)"
 
 
 @TOOLSET.tool(**_GATED, visible_chars=2000)
@@ -285,16 +295,13 @@ async def write_file(ctx: ToolContext, path: str, content: str) -> str:
         path: relative to the workspace, or absolute inside a write root.
         content: the complete new content of the file.
     """
-    plan = await _write_plan(ctx, path, content)
-    result = await _apply(plan)
-    await _remember(ctx, plan)
-    return result
+    return await _apply(ctx, None, _payload(await _write_plan(ctx, path, content)))
 
 
 @write_file.preview
 async def _write_preview(ctx: ToolContext, args: BaseModel) -> Preview:
     plan = await _write_plan(ctx, args.path, args.content)  # type: ignore[attr-defined]
-    return Preview(text=_diff(plan), binding=_binding(plan))
+    return Preview(text=_diff(plan), payload=_payload(plan))
 
 
 @TOOLSET.tool(**_GATED, visible_chars=2000)
@@ -308,13 +315,14 @@ async def patch(ctx: ToolContext, path: str, old_text: str, new_text: str, repla
         new_text: the replacement.
         replace_all: replace every occurrence.
     """
-    plan = await _patch_plan(ctx, path, old_text, new_text, replace_all)
-    result = await _apply(plan)
-    await _remember(ctx, plan)
-    return result
+    return await _apply(ctx, None, _payload(await _patch_plan(ctx, path, old_text, new_text, replace_all)))
 
 
 @patch.preview
 async def _patch_preview(ctx: ToolContext, args: BaseModel) -> Preview:
     plan = await _patch_plan(ctx, args.path, args.old_text, args.new_text, args.replace_all)  # type: ignore[attr-defined]
-    return Preview(text=_diff(plan), binding=_binding(plan))
+    return Preview(text=_diff(plan), payload=_payload(plan))
+
+
+write_file.effect(_apply)
+patch.effect(_apply)

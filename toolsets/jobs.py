@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from connectors import processes
+from connectors.private_paths import PrivatePaths
 from connectors.processes import Job, Settings
 from connectors.shellrules import Rule
 from store.db import Store
@@ -23,6 +24,8 @@ from store.processes import Processes
 from store.records import ProcessRecord, iso, utcnow
 
 log = logging.getLogger(__name__)
+
+MAX_BACKGROUND = 16  # background processes running at once, across every session
 
 
 @dataclass
@@ -33,6 +36,7 @@ class Terminal:
     timeout_s: float = 120.0
     rules: tuple[Rule, ...] = ()
     home: str = ""
+    private: PrivatePaths = field(default_factory=PrivatePaths)  # what no unapproved command may read
     _live: dict[str, Job] = field(default_factory=dict)
     _watchers: set[asyncio.Task[None]] = field(default_factory=set)
     _ending: dict[str, str] = field(default_factory=dict)  # id -> the state a deliberate stop records
@@ -45,31 +49,42 @@ class Terminal:
     def log_path(self, name: str) -> Path:
         return self.logs_dir / f"{name}.log"
 
-    async def run(self, argv: list[str], timeout_s: float, max_bytes: int) -> processes.RunResult:
+    async def run(self, argv: list[str], timeout_s: float, max_bytes: int,
+                  max_file_bytes: int | None = None) -> processes.RunResult:
         """Run in the foreground, in the workspace."""
         name = f"run-{secrets.token_hex(6)}"
         self.settings.workspace.mkdir(parents=True, exist_ok=True)  # created on first use
         return await processes.run(self.settings, argv, self.settings.workspace, self.log_path(name),
-                                   timeout_s=timeout_s, max_bytes=max_bytes)
+                                   timeout_s=timeout_s, max_bytes=max_bytes, max_file_bytes=max_file_bytes)
 
-    async def start(self, session_id: str, user_key: str, command: str, argv: list[str]) -> ProcessRecord:
-        """Start a background process owned by `session_id`; its input is a pipe for `process write`."""
+    async def start(self, session_id: str, user_key: str, command: str, argv: list[str], *,
+                    timeout_s: float | None = None, max_file_bytes: int | None = None) -> ProcessRecord:
+        """Start a background process owned by `session_id`; its input is a pipe for `process write`.
+        With `timeout_s` it is stopped (TERM, then KILL) that long after it started, and recorded as
+        `timed_out`. At most `MAX_BACKGROUND` run at once."""
+        if len(self._live) >= MAX_BACKGROUND:
+            raise processes.ProcessError(f"{MAX_BACKGROUND} background processes are running; stop one first "
+                                         "(process action='list', then 'kill')")
         pid_name = f"p{secrets.token_hex(4)}"
         path = self.log_path(pid_name)
         self.settings.workspace.mkdir(parents=True, exist_ok=True)
-        job = await processes.start(self.settings, argv, self.settings.workspace, path, stdin=True)
+        job = await processes.start(self.settings, argv, self.settings.workspace, path, stdin=True,
+                                    max_file_bytes=max_file_bytes)
         rec = ProcessRecord(id=pid_name, session_id=session_id, user_key=user_key, command=command,
                             cwd=str(self.settings.workspace), pid=job.pid, log_path=str(path), started_at=iso(utcnow()))
         await self.repo.add(rec)
         self._live[rec.id] = job
-        task = asyncio.create_task(self._watch(rec.id, job), name=f"process-{rec.id}")
+        task = asyncio.create_task(self._watch(rec.id, job, timeout_s), name=f"process-{rec.id}")
         self._watchers.add(task)
         task.add_done_callback(self._watchers.discard)
         log.info("process_started id=%s session=%s pid=%s", rec.id, session_id, job.pid)
         return rec
 
-    async def _watch(self, process_id: str, job: Job) -> None:
-        code = await job.wait()
+    async def _watch(self, process_id: str, job: Job, timeout_s: float | None) -> None:
+        code = await job.wait(timeout_s)
+        if code is None:  # its timeout passed
+            self._ending.setdefault(process_id, "timed_out")
+            code = await job.stop()
         state = self._ending.pop(process_id, "exited")
         await self.repo.finish(process_id, state, code)
         self._live.pop(process_id, None)

@@ -5,7 +5,8 @@ as is and checked with `jsonschema` before a call.
 Policy: a tool the server annotates `readOnlyHint: true` is `read` / `direct`; every other tool gets the
 server's configured `policy` (`confirm` by default), and its approval preview shows the server, the tool
 and the exact arguments. Results are external content: they reach the model inside the untrusted block,
-with images, audio and resources described rather than dropped.
+with images, audio and resources described rather than dropped. A tool's description is the server's
+words too: it opens with `[MCP server <name>]`, which the system prompt says describes, never instructs.
 
 Selection: the server's name, its configured keywords, and words from its tool names and descriptions.
 A server with more than `DEFERRED_OVER` tools is deferred: only its name and configured keywords select
@@ -29,12 +30,14 @@ from connectors.mcp_names import tool_names, toolset_name
 from toolsets.base import (
     Descriptor, ExecutionPolicy, Preview, Risk, Tool, ToolContext, ToolError, Toolset, json_schema_args,
 )
+from toolsets.controls import visible
 
 log = logging.getLogger(__name__)
 
 SERVICE = "mcp"  # the connector manager's service name
 DEFERRED_OVER = 20  # tools; a bigger server is only a catalog entry until loaded
 _MAX_DESCRIPTION = 1024
+MARK = "[MCP server {server}] "  # opens every MCP tool's description
 _MAX_TOOL_WORDS = 40
 _WORD = re.compile(r"[A-Za-z][a-z]{3,}")  # also splits camelCase and snake_case
 # Words too common in tool names and descriptions to say which server a message is about.
@@ -99,7 +102,9 @@ def _tool(spec: ServerSpec, remote: types.Tool, name: str, toolset: str) -> Tool
         # The spec's default for a tool that is not read-only is destructive.
         destructive = annotations is None or annotations.destructive_hint is not False
         descriptor = Descriptor(risk=Risk.RUNTIME_HIGH if destructive else Risk.RUNTIME_LOW, execution=spec.policy)
-    description = (remote.description or remote.title or remote.name)[:_MAX_DESCRIPTION]
+    # A third party's words, marked as such (the system prompt's rule about `[MCP server …]`).
+    description = MARK.format(server=spec.name) + visible((remote.description or remote.title or remote.name)
+                                                          [:_MAX_DESCRIPTION])
     tool = Tool(name=name, toolset=toolset, description=description, args_model=json_schema_args(schema),
                 handler=_handler(spec.name, remote.name), descriptor=descriptor, parameters=schema)
     tool.preview(_previewer(spec.name, remote.name))

@@ -47,9 +47,21 @@ def _service(ctx: ToolContext) -> SubagentsAPI:
     return service
 
 
-def _brief(job: SubagentJob) -> dict[str, Any]:
-    return {"id": job.id, "task": job.task[:200], "mode": job.mode, "state": job.state, "toolsets": job.toolsets,
-            "started": job.created_at, "finished": job.finished_at, "summary": (job.summary or "")[:500] or None}
+def _brief(job: SubagentJob) -> str:
+    facts = (f"{job.id} [{job.state}] {job.mode}, toolsets {', '.join(job.toolsets) or 'none'}, started "
+             f"{job.created_at[:19]}Z" + (f", finished {job.finished_at[:19]}Z" if job.finished_at else ""))
+    return f"{facts}\ntask: {job.task[:200]}"
+
+
+def _report(ctx: ToolContext, job: SubagentJob) -> str:
+    """A job's line, its report quoted as outside content: the helper may have read a web page or an
+    email, and its words stay data wherever they reappear (after /new too)."""
+    summary = (job.summary or "")[:500]
+    return _brief(job) + ("\nreport: " + ctx.external(_source(job.id), summary) if summary else "")
+
+
+def _source(job_id: str) -> str:
+    return f"helper job {job_id}"
 
 
 @TOOLSET.tool(risk=Risk.RUNTIME_LOW, visible_chars=8000)
@@ -81,23 +93,31 @@ async def background_job(ctx: ToolContext, task: str, toolsets: list[str] | None
 
 
 @TOOLSET.tool()
-async def subagent_list(ctx: ToolContext) -> list[dict[str, Any]]:
-    """List the helpers this conversation started, newest first, with their state."""
-    return [_brief(j) for j in await _service(ctx).list(ctx)]
+async def subagent_list(ctx: ToolContext) -> str:
+    """List the helpers this conversation started, newest first, with their state and report."""
+    jobs = await _service(ctx).list(ctx)
+    return "\n\n".join(_report(ctx, j) for j in jobs) if jobs else "No helpers were started in this conversation."
 
 
 @TOOLSET.tool(visible_chars=8000)
-async def subagent_history(ctx: ToolContext, id: str) -> list[dict[str, Any]]:
+async def subagent_history(ctx: ToolContext, id: str) -> str:
     """The transcript of one helper started by this conversation.
 
     Args:
         id: The job id (background_job_id).
     """
-    return await _service(ctx).history(ctx, id)
+    lines = []
+    for entry in await _service(ctx).history(ctx, id):
+        head = entry["role"] + (f" ({entry['tool']})" if "tool" in entry else "")
+        if entry.get("tool_calls"):
+            head += f" called {', '.join(entry['tool_calls'])}"
+        lines.append(f"{head}: {entry['text']}")
+    # The whole transcript is the helper's: its words and what its tools brought in.
+    return ctx.external(_source(id), "\n".join(lines)) if lines else f"helper {id} has no transcript yet"
 
 
 @TOOLSET.tool(risk=Risk.RUNTIME_LOW)
-async def subagent_cancel(ctx: ToolContext, id: str) -> dict[str, Any]:
+async def subagent_cancel(ctx: ToolContext, id: str) -> str:
     """Stop a running helper started by this conversation.
 
     Args:

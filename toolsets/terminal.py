@@ -11,12 +11,14 @@ as external content.
 from __future__ import annotations
 
 import asyncio
+import shlex
 from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
-from connectors.processes import ProcessError, read_output
+from connectors.gitguard import disarmed
+from connectors.processes import ProcessError, hit_file_limit, read_output
 from connectors.sandbox import SandboxError
 from connectors.shellrules import ShellClass, Verdict, classify
 from store.records import ProcessRecord
@@ -40,7 +42,9 @@ TOOLSET = Toolset(
 )
 
 MAX_OUTPUT_BYTES = 100_000
+ALLOWLISTED_OUTPUT_BYTES = 64 * 2**20  # every file an allowlisted command writes, its output included
 WAIT_S = 30.0
+_CONTENT_READERS = {"grep", "rg", "git"}  # descend into a folder and show what the files say
 _GATED = {"risk": Risk.RUNTIME_HIGH, "approval": ApprovalPolicy.HOOK, "execution": ExecutionPolicy.CHANGE_PLAN}
 _POLICY = {ShellClass.ALLOW: ExecutionPolicy.AUDIT, ShellClass.CHANGE_PLAN: ExecutionPolicy.CHANGE_PLAN,
            ShellClass.FORCE: ExecutionPolicy.FORCE_CHANGE_PLAN}
@@ -54,12 +58,24 @@ def _terminal(ctx: ToolContext) -> Terminal:
 
 
 def _classify(term: Terminal, command: str) -> Verdict:
-    return classify(command, term.rules, workspace=str(term.settings.workspace), home=term.home)
+    verdict = classify(command, term.rules, workspace=str(term.settings.workspace), home=term.home)
+    if verdict.kind is not ShellClass.ALLOW:
+        return verdict
+    # A read-only command is still not for running unseen when it reads a process's /proc entry (the
+    # resident's environment holds the model key) or Anyy's own files: it is held like any other.
+    words = shlex.split(command)
+    why = term.private.first_refusal(words[1:], term.settings.workspace, recursive=words[0] in _CONTENT_READERS)
+    return Verdict(ShellClass.CHANGE_PLAN, why) if why else verdict
 
 
-def _argv(verdict: Verdict, command: str) -> list[str]:
-    # What the allowlist approved runs as an argument vector, so no shell can read more into it.
-    return verdict.argv if verdict.kind is ShellClass.ALLOW else ["bash", "-c", command]
+async def _argv(term: Terminal, verdict: Verdict, command: str) -> list[str]:
+    # What the allowlist approved runs as an argument vector, so no shell can read more into it; an
+    # allowlisted git also gets the repository's own filter and diff drivers switched off.
+    if verdict.kind is not ShellClass.ALLOW:
+        return ["bash", "-c", command]
+    if verdict.argv[0] == "git":
+        return await disarmed(verdict.argv, term.settings.workspace, term.settings.env())
+    return verdict.argv
 
 
 @TOOLSET.tool(**_GATED, visible_chars=8000, stored_chars=100_000)
@@ -71,22 +87,29 @@ async def bash(ctx: ToolContext, command: str, timeout_s: Annotated[float | None
 
     Args:
         command: the command line, run with bash -c.
-        timeout_s: stop it after this many seconds (default from config).
+        timeout_s: stop it after this many seconds (default from config; in the background: none).
         background: start it and return a process id at once; follow it with the process tool.
     """
     term = _terminal(ctx)
     verdict = _classify(term, command)
-    argv = _argv(verdict, command)
     try:
+        argv = await _argv(term, verdict, command)
+        # A command nobody approved only prints: its output file is bounded, so it cannot fill the disk.
+        limit = ALLOWLISTED_OUTPUT_BYTES if verdict.kind is ShellClass.ALLOW else None
         if background:
-            rec = await term.start(ctx.session_id, ctx.user_key, command, argv)
-            return (f"started process {rec.id} (pid {rec.pid}) in {rec.cwd}. Follow it with "
-                    f"process(action='poll', id='{rec.id}'); 'log', 'wait', 'write', 'kill' also work.")
-        res = await term.run(argv, timeout_s or term.timeout_s, MAX_OUTPUT_BYTES)
+            rec = await term.start(ctx.session_id, ctx.user_key, command, argv, timeout_s=timeout_s,
+                                   max_file_bytes=limit)
+            return (f"started process {rec.id} (pid {rec.pid}) in {rec.cwd}; {_background_timeout(timeout_s)}. "
+                    f"Follow it with process(action='poll', id='{rec.id}'); 'log', 'wait', 'write', 'kill' also work.")
+        res = await term.run(argv, timeout_s or term.timeout_s, MAX_OUTPUT_BYTES, max_file_bytes=limit)
     except (ProcessError, SandboxError) as exc:
         raise ToolError(str(exc)) from None
+    except (OSError, TimeoutError) as exc:  # git's config could not be listed: nothing ran
+        raise ToolError(f"cannot prepare git safely ({type(exc).__name__}); nothing ran") from None
     status = f"exit code {res.exit_code}" if not res.timed_out else \
         f"timed out after {timeout_s or term.timeout_s:g} s and was stopped (exit code {res.exit_code})"
+    if hit_file_limit(res.exit_code):
+        status = f"stopped at the output limit of {ALLOWLISTED_OUTPUT_BYTES // 2**20} MB"
     facts = [status, f"duration {res.duration_s:.2f} s", f"output {res.output.total_bytes} bytes"]
     if res.output.truncated:
         facts.append("output truncated (the middle is omitted)")
@@ -109,14 +132,21 @@ async def _bash_preview(ctx: ToolContext, args: BaseModel) -> Preview:
     verdict = _classify(term, command)
     s = term.settings
     sandbox = ("bwrap, " + ("with network" if s.network else "no network")) if s.sandbox else "none"
-    lines = [f"$ {command}", "", f"directory: {s.workspace}",
-             f"timeout: {(args.timeout_s or term.timeout_s):g} s" + (" · in the background" if args.background else ""),  # type: ignore[attr-defined]
-             f"sandbox: {sandbox}"]
+    timeout_s: float | None = args.timeout_s  # type: ignore[attr-defined]
+    if args.background:  # type: ignore[attr-defined]
+        timeout = (f"{timeout_s:g} s" if timeout_s else "none, runs until stopped") + " · in the background"
+    else:
+        timeout = f"{(timeout_s or term.timeout_s):g} s"
+    lines = [f"$ {command}", "", f"directory: {s.workspace}", f"timeout: {timeout}", f"sandbox: {sandbox}"]
     if verdict.kind is ShellClass.FORCE:
         lines.insert(0, f"⚠️ DESTRUCTIVE ({verdict.reason}): read it twice.")
     else:
         lines.append(f"needs approval: {verdict.reason}")
     return Preview(text="\n".join(lines))
+
+
+def _background_timeout(timeout_s: float | None) -> str:
+    return f"it is stopped after {timeout_s:g} s" if timeout_s else "it runs until stopped"
 
 
 # -- process ----------------------------------------------------------------------------------------
@@ -126,6 +156,8 @@ Action = Literal["list", "poll", "log", "wait", "kill", "write", "submit", "clos
 
 def _line(rec: ProcessRecord) -> str:
     code = f", exit code {rec.exit_code}" if rec.exit_code is not None else ""
+    if hit_file_limit(rec.exit_code):
+        code += f", stopped at the output limit of {ALLOWLISTED_OUTPUT_BYTES // 2**20} MB"
     return f"{rec.id} [{rec.state}{code}] pid {rec.pid}, started {rec.started_at[:19]}Z: {rec.command[:200]}"
 
 

@@ -1,7 +1,8 @@
 """The web toolset: search the public web, read a page, read up to five pages at once.
 
 Every page and every search result reaches the model inside an untrusted block naming its URL
-(`ctx.external("web:<url>", ...)`): a web page is information, never instructions. The fetcher
+(`ctx.external("web:<url>", ...)`): a web page is information, never instructions. So is a failure
+that quotes a server (`FetchError.remote`); a status's reason phrase is never shown. The fetcher
 (`connectors.web`) refuses private and internal addresses and applies the host rules at every redirect.
 `web_search` exists only when a search backend is configured (the "web_search" service).
 """
@@ -71,6 +72,12 @@ def _render(ctx: ToolContext, page: Page) -> str:
     return block + (f"\n[{'; '.join(notes)}]" if notes else "")
 
 
+def _failure(ctx: ToolContext, url: str, exc: FetchError) -> str:
+    """Why a fetch failed; a message that quotes a server (its content type, a redirect's URL) is outside
+    content like the page itself, so it is shown in its block and taints the conversation."""
+    return ctx.external(f"web:{url}", str(exc)) if exc.remote else str(exc)
+
+
 @TOOLSET.tool(risk=Risk.READ, visible_chars=6000, requires="web_search")
 async def web_search(ctx: ToolContext, query: Annotated[str, Field(min_length=2, max_length=400)],
                      count: Annotated[int, Field(ge=1, le=10)] = 5) -> str:
@@ -107,7 +114,7 @@ async def web_fetch(ctx: ToolContext, url: Url) -> str:
     try:
         page = await _fetcher(ctx).fetch(url, max_chars=PAGE_CHARS)
     except FetchError as exc:
-        raise ToolError(str(exc)) from None
+        raise ToolError(_failure(ctx, url, exc)) from None
     return _render(ctx, page)
 
 
@@ -129,7 +136,7 @@ async def web_extract(ctx: ToolContext, urls: Annotated[list[Url], Field(min_len
         if isinstance(outcome, Page):
             parts.append(f"## {i}. {url}\n{_render(ctx, outcome)}")
         elif isinstance(outcome, FetchError):
-            parts.append(f"## {i}. {url}\nFailed: {outcome}")
+            parts.append(f"## {i}. {url}\nFailed: {_failure(ctx, url, outcome)}")
         else:
             raise outcome  # a bug, not a site failing: let the runtime report it
     ok = sum(isinstance(o, Page) for o in outcomes)

@@ -38,7 +38,15 @@ _ENCODINGS = {"identity": 0, "gzip": 31, "x-gzip": 31, "deflate": 15}
 
 
 class FetchError(Exception):
-    """A fetch that failed in a way the model can read: blocked, unreachable, HTTP error, bad type."""
+    """A fetch that failed in a way the model can read: blocked, unreachable, HTTP error, bad type.
+
+    `remote` is True when the message quotes or follows what a server sent (a content type, an encoding
+    name, a URL a redirect chose, a PDF parser's complaint about the body): the caller must show such a
+    message as outside content. A status's reason phrase is never quoted: the standard phrase is ours."""
+
+    def __init__(self, message: str, *, remote: bool = False) -> None:
+        super().__init__(message)
+        self.remote = remote
 
 
 @dataclass(frozen=True)
@@ -96,10 +104,12 @@ class WebFetcher:
             raise FetchError(f"{url}: no complete answer within {self.timeout_s:g} s") from None
         except BlockedURL as exc:
             raise FetchError(f"{url}: refused: {exc}") from None
+        except _Redirected as exc:  # the refusal names a URL a server chose
+            raise FetchError(f"{url}: refused after a redirect: {exc.__cause__}", remote=True) from None
         except httpx.HTTPError as exc:
             raise FetchError(f"{url}: {_network_reason(exc)}") from None
-        except UnsupportedContent as exc:
-            raise FetchError(f"{url}: {exc}") from None
+        except UnsupportedContent as exc:  # names the content type the server declared
+            raise FetchError(f"{url}: {exc}", remote=True) from None
         page = _cut(page, self.max_chars)  # what the cache holds stays bounded
         self._cache[url] = (time.monotonic(), page)
         while len(self._cache) > CACHE_ENTRIES:
@@ -134,10 +144,12 @@ class WebFetcher:
             raise FetchError(f"{url}: no complete answer within {self.timeout_s:g} s") from None
         except BlockedURL as exc:
             raise FetchError(f"{url}: refused: {exc}") from None
+        except _Redirected as exc:  # the refusal names a URL a server chose
+            raise FetchError(f"{url}: refused after a redirect: {exc.__cause__}", remote=True) from None
         except httpx.HTTPError as exc:
             raise FetchError(f"{url}: {_network_reason(exc)}") from None
         if not complete:
-            raise FetchError(f"{target.url}: longer than {max_bytes} bytes")
+            raise FetchError(f"{url}: longer than {max_bytes} bytes")
         return body, response.headers.get("content-type", "")
 
     async def _follow(self, asked: str, url: str, connect_s: float | None = None) -> Page:
@@ -153,20 +165,31 @@ class WebFetcher:
                    max_bytes: int) -> tuple[Target, httpx.Response, bytes, bool]:
         """The final target, response, body (up to `max_bytes`) and whether it was complete, after
         following redirects, each hop checked by the guard."""
+        first = url  # the URL we were asked for; later ones a server chose
         for hop in range(MAX_REDIRECTS + 1):
-            target = await self.guard.check(url)
+            try:
+                target = await self.guard.check(url)
+            except BlockedURL as exc:
+                if hop == 0:
+                    raise
+                raise _Redirected() from exc
             response = await self._send(target, connect_s if hop == 0 else None)
             try:
                 if response.status_code in _REDIRECTS and "location" in response.headers:
                     url = urljoin(target.url, response.headers["location"])
                     continue
                 if response.status_code >= 400:
-                    raise FetchError(f"{target.url}: HTTP {response.status_code} {response.reason_phrase}")
+                    # The server's reason phrase is its own words: the standard phrase of the code is ours.
+                    code = response.status_code
+                    shown = f"{first}: HTTP {code} {httpx.codes.get_reason_phrase(code)}".rstrip()
+                    if hop:
+                        raise FetchError(f"{shown} (at {target.url}, after {hop} redirect(s))", remote=True)
+                    raise FetchError(shown)
                 body, complete = await self._read(response, max_bytes)
             finally:
                 await response.aclose()
             return target, response, body, complete
-        raise FetchError(f"{url}: more than {MAX_REDIRECTS} redirects")
+        raise FetchError(f"{first}: more than {MAX_REDIRECTS} redirects")
 
     async def _send(self, target: Target, connect_s: float | None) -> httpx.Response:
         ip = f"[{target.address}]" if ":" in target.address else target.address
@@ -185,7 +208,7 @@ class WebFetcher:
         past the cap in memory (a "zip bomb")."""
         encoding = response.headers.get("content-encoding", "identity").strip().lower()
         if encoding not in _ENCODINGS:
-            raise FetchError(f"the server sent an unsupported content encoding {encoding!r}")
+            raise FetchError(f"the server sent an unsupported content encoding {encoding!r}", remote=True)
         inflate = zlib.decompressobj(_ENCODINGS[encoding]) if _ENCODINGS[encoding] else None
         chunks: list[bytes] = []
         size = 0
@@ -199,6 +222,10 @@ class WebFetcher:
             if size > max_bytes:
                 return b"".join(chunks)[:max_bytes], False
         return b"".join(chunks), True
+
+
+class _Redirected(Exception):
+    """A redirect's target was refused by the guard (the BlockedURL is its cause)."""
 
 
 def _page(asked: str, target: Target, status: int, content_type: str, text: Readable, size: int,

@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from urllib.parse import SplitResult, urlsplit
 
-from connectors.web.hosts import HostRules, normalise_host
+from connectors.web.hosts import HostRules, address_key, normalise_host
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 Resolver = Callable[[str, int], Awaitable[list[str]]]
@@ -188,7 +188,7 @@ class Guard:
         if literal is None and (host == "localhost" or host.endswith(".localhost")):
             if not self.allow_private:
                 raise BlockedURL(f"{host} is this machine; private and local addresses cannot be fetched")
-        why = self.rules.refusal(host)
+        why = self.rules.refusal(address_key(literal) if literal is not None else host)
         if why:
             raise BlockedURL(why)
         return parts, host
@@ -204,6 +204,8 @@ class Guard:
         chosen: str | None = None
         for text in addresses:
             ip = ipaddress.ip_address(text.split("%", 1)[0])
+            if literal is None and address_key(ip) in self.rules.denied:  # a name for a denied address
+                raise BlockedURL(f"{host} resolves to {ip}, which is in denied_hosts")
             why = self.address_policy(ip)
             if why and not self.allow_private:
                 shown = host if literal is not None else f"{host} resolves to {ip}, which"

@@ -3,7 +3,9 @@
 A pattern is a host name (`example.com`: that host only) or `*.` and a host name (`*.example.com`: its
 subdomains at any depth, not `example.com` itself). Patterns and URL hosts
 are compared lower-cased and IDNA-encoded (`Bücher.example` matches `xn--bcher-kva.example`), and a URL's
-host is the one after any `user@` part. An IP address (in its usual spelling) may be listed as a host too.
+host is the one after any `user@` part. An IP address may be listed as a host too; addresses are compared
+as addresses, an IPv4-mapped IPv6 address (`::ffff:127.0.0.2`, in any spelling) as the IPv4 address it
+maps, so `denied_hosts = ["127.0.0.2"]` also refuses `http://[::ffff:7f00:2]/`.
 """
 
 from __future__ import annotations
@@ -30,6 +32,13 @@ def normalise_host(host: str) -> str:
     return name
 
 
+def address_key(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str:
+    """The form host rules compare an address in: IPv4-mapped IPv6 as its IPv4 address, else canonical."""
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        return str(ip.ipv4_mapped)
+    return str(ip)
+
+
 def normalise_pattern(pattern: str) -> str:
     """A host pattern in canonical form; ValueError naming the problem."""
     wildcard = pattern.startswith("*.")
@@ -38,7 +47,7 @@ def normalise_pattern(pattern: str) -> str:
         raise ValueError(f"{pattern!r}: a '*' may only start a pattern, as in '*.example.com'")
     if not wildcard:
         try:
-            return str(ipaddress.ip_address(body.strip("[]")))
+            return address_key(ipaddress.ip_address(body.strip("[]")))
         except ValueError:
             pass  # a host name
     return ("*." if wildcard else "") + normalise_host(body)

@@ -10,6 +10,7 @@ import sys
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from connectors.private_paths import protect_this_process
 from gateway import __version__, redaction
 from gateway.app import Gateway
 from gateway.cli import admin
@@ -31,6 +32,7 @@ async def run(config: Config, args: argparse.Namespace) -> int:
     """The resident process: every configured surface and the scheduler, until SIGTERM/SIGINT."""
     lock = ResidentLock(config.store_path, config.data_dir, shared=bool(config.store.url))
     lock.acquire()
+    protect_this_process()  # our environment holds the model key: no same-user process may read it
     # Installed before anything is started or printed: a SIGTERM that arrives while surfaces start
     # (or right after a caller sees the first status line) still shuts down cleanly.
     stop = asyncio.Event()
@@ -87,6 +89,7 @@ async def chat(config: Config, args: argparse.Namespace) -> int:
         resident = True
     except LockHeld:
         resident = False  # `anyy run` is up: it fires schedules and delivers other surfaces
+    protect_this_process()
     interactive = sys.stdin.isatty() and sys.stdout.isatty()
     if interactive:
         setup_logging(logging.WARNING, file=config.data_dir / CHAT_LOG)

@@ -180,6 +180,8 @@ class ArtifactsConfig(Section):
     retention_days: float = Field(30, gt=0)
     max_file_mb: float = Field(20, gt=0)
     max_daily_mb: float = Field(200, gt=0, description="per user per day, received and produced together")
+    max_image_pixels: int = Field(40_000_000, ge=1_000_000, le=178_000_000,
+                                  description="an image with more pixels is described, never decoded")
 
 
 class WorkspaceConfig(Section):

@@ -182,6 +182,7 @@ class SlackConfig(Section):
     allowed_users: list[str] = Field(default_factory=list)
     approvers: list[str] = Field(default_factory=list)
     socket_stale_s: float = Field(90, gt=0)
+    api_timeout_s: int = Field(30, ge=1, le=300, description="a Web API call gives up after this")
 
 
 class EmailConfig(Section):

@@ -84,7 +84,10 @@ async def login(request: web.Request) -> web.StreamResponse:
     sid, _ = request.app[SESSIONS].create()
     response = web.Response(text=request.app[TEMPLATES].get_template("login.html").render(next=f"{PREFIX}/"),
                             content_type="text/html")
-    response.set_cookie(COOKIE, sid, httponly=True, samesite="Strict", path=PREFIX)
+    # Served beyond this machine it must sit behind TLS (a proxy that speaks plain HTTP to us): the
+    # cookie is then Secure, so a browser never sends it over plain HTTP.
+    secure = request.secure or request.app[GATEWAY].config.dashboard.allow_remote
+    response.set_cookie(COOKIE, sid, httponly=True, samesite="Strict", path=PREFIX, secure=secure)
     log.info("dashboard_login")
     return response
 

@@ -18,6 +18,7 @@ from connectors.calendar import CalendarClient, CalendarNotFound, CalendarSettin
 from connectors.desktop import Desktop, DesktopError, DesktopSettings
 from connectors.email import EmailClient, EmailSettings
 from connectors.imagegen import ImageGenerator
+from connectors.private_paths import PrivatePaths
 from connectors.processes import Settings
 from connectors.shellrules import Rule
 from connectors.skills import SkillLibrary
@@ -127,7 +128,9 @@ def connectors(config: Config) -> dict[str, Any]:
 
 
 def workspace(config: Config) -> Workspace:
-    return Workspace(config.workspace_root, [Path(p) for p in config.workspace.write_roots])
+    ws = Workspace(config.workspace_root, [Path(p) for p in config.workspace.write_roots])
+    ws.private = private_paths(config, ws)
+    return ws
 
 
 def terminal(config: Config, store: Store) -> Terminal:
@@ -140,7 +143,15 @@ def terminal(config: Config, store: Store) -> Terminal:
                         secret_names=frozenset(config.secret_env_names()), sandbox=cfg.sandbox == "bwrap",
                         network=cfg.network)
     return Terminal(store=store, settings=settings, logs_dir=data / "processes", timeout_s=cfg.timeout_s,
-                    rules=tuple(Rule(r.program, r.subcommand) for r in cfg.allowlist), home=str(Path.home()))
+                    rules=tuple(Rule(r.program, r.subcommand) for r in cfg.allowlist), home=str(Path.home()),
+                    private=private_paths(config, ws))
+
+
+def private_paths(config: Config, ws: Workspace) -> PrivatePaths:
+    """Anyy's own files (the data directory, the store, the config file) that no read without approval
+    may touch; the workspace and the write roots stay readable wherever they are."""
+    own = [config.store_path.parent, config.data_dir, *([Path(config.source)] if Path(config.source).is_file() else [])]
+    return PrivatePaths(own, ws.roots())
 
 
 @dataclass(frozen=True)
@@ -149,6 +160,7 @@ class VisionLimits:
 
     max_side: int
     max_bytes: int
+    max_pixels: int  # an image with more is never decoded
 
 
 def skill_library(config: Config) -> SkillLibrary:
@@ -197,7 +209,8 @@ def media_services(config: Config, store: Store) -> dict[str, Any]:
     if engine is not None:
         out["tts"] = engine
     if config.model.vision:
-        out["vision"] = VisionLimits(max_side=config.model.image_max_side, max_bytes=config.model.image_max_kb * 1024)
+        out["vision"] = VisionLimits(max_side=config.model.image_max_side, max_bytes=config.model.image_max_kb * 1024,
+                                     max_pixels=config.artifacts.max_image_pixels)
     return out
 
 

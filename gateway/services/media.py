@@ -20,7 +20,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from connectors.images import dimensions, image_part
+from connectors.images import dimensions, image_part, oversized
 from connectors.speech import SpeechError, Transcriber
 from gateway.config import Config
 from store.artifacts import ArtifactLimit, Artifacts
@@ -143,11 +143,14 @@ class Media:
     async def _image(self, record: ArtifactRecord, turn: PreparedTurn) -> str:
         """The image as an image part for a vision model; the words describing it either way."""
         cfg = self.config.model
+        max_pixels = self.config.artifacts.max_image_pixels
         if not cfg.vision:
             size = await dimensions(Path(record.path))
             shape = f", {size[0]}x{size[1]} pixels" if size else ""
-            return f"{shape}; an image this model cannot see (artifact_inspect gives its details)"
-        part = await image_part(Path(record.path), record.name, record.id, cfg.image_max_side, cfg.image_max_kb * 1024)
+            too_large = await oversized(Path(record.path), max_pixels)
+            return f"{shape}; {too_large or 'an image this model cannot see'} (artifact_inspect gives its details)"
+        part = await image_part(Path(record.path), record.name, record.id, cfg.image_max_side, cfg.image_max_kb * 1024,
+                                max_pixels)
         if isinstance(part, str):
             return f"; {part}"
         turn.images.append(part)

@@ -51,6 +51,8 @@ class TurnRunner(Protocol):
 
     async def offered(self, user_key: str) -> list[Toolset]: ...
 
+    async def within_session(self, session: SessionRecord, toolsets: list[Toolset]) -> list[Toolset]: ...
+
     async def model_turn(self, session: SessionRecord, turn_id: str, *, user_text: str | None = ...,
                          only: list[Toolset] | None = ..., max_rounds: int | None = ..., with_memory: bool = ...,
                          max_tokens: int | None = ..., tainted_by: list[str] = ...) -> str | None: ...
@@ -116,8 +118,13 @@ class SubagentService:
         return job.depth if job else 0
 
     async def _toolsets_for(self, parent: ToolContext, requested: Sequence[str] | None, depth: int) -> list[Toolset]:
-        """The child's toolsets: what the parent's user may use, minus what children never get."""
-        usable = {ts.name: ts for ts in await self.turns().offered(parent.user_key)
+        """The child's toolsets: at most what the parent's turns may have (its user's role, cut to its
+        session's: an automation's turn never hands its helper the automation toolset), minus what
+        children never get."""
+        turns = self.turns()
+        session = await turns.sessions.get(parent.session_id)
+        offered = await turns.within_session(session, await turns.offered(parent.user_key)) if session else []
+        usable = {ts.name: ts for ts in offered
                   if ts.name not in NEVER_FOR_CHILDREN and (ts.name != SUBAGENTS or depth < self.config.max_depth)}
         if requested is None:
             names = [n for n, ts in usable.items() if read_only(ts)]

@@ -19,12 +19,16 @@ from store.records import Inbound, Origin, OutboxItem
 
 class DeliveryError(Exception):
     """Delivery failed. `transient` failures are retried (after `retry_after` seconds when the
-    platform said so); permanent ones mark the outbox row failed."""
+    platform said so); permanent ones mark the outbox row failed. `in_doubt`: no answer came (a timeout,
+    a dropped connection), so the platform may have taken the message all the same; the row keeps its
+    in-doubt mark and a surface that can look its messages up does so before posting again."""
 
-    def __init__(self, message: str, *, transient: bool, retry_after: float | None = None) -> None:
+    def __init__(self, message: str, *, transient: bool, retry_after: float | None = None,
+                 in_doubt: bool = False) -> None:
         super().__init__(message)
         self.transient = transient
         self.retry_after = retry_after
+        self.in_doubt = in_doubt
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,9 @@
 """The console surface: a terminal chat. Interactive on a TTY; line-per-message when piped.
 
 A streamed reply is printed as it arrives: each rewrite of the message that only adds to the text prints
-what was added, and the line ends when the reply is complete.
+what was added, and the line ends when the reply is complete. Control characters in what is printed are
+shown as their escapes (`\x1b`, `\r`), so no text can move the cursor or rewrite what the owner sees
+(the spinner's own escapes are ours).
 
 On a TTY the prompt is prompt_toolkit's (`gateway.surfaces.prompt`): line editing, history kept in the
 data directory, and the next `you> ` only once the reply is there. While a turn runs, a spinner turns on
@@ -21,6 +23,7 @@ from typing import TextIO
 
 from gateway.surfaces.base import GatewayPort, LiveSettings, Surface
 from store.records import Inbound, Origin, OutboxItem
+from toolsets.controls import visible
 
 CHAT_ID = "local"
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
@@ -116,7 +119,7 @@ class ConsoleSurface(Surface):
         if out.partial:
             self._printed[platform_id] = body
         self._clear_spinner()
-        self.out.write(text)
+        self.out.write(visible(text))  # a terminal obeys escape sequences: none reaches it unseen
         self.out.flush()
         return platform_id
 

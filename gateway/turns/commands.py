@@ -13,6 +13,7 @@ from gateway.automations.scheduler import AutomationService
 from gateway.selection.selector import Selection, describe_selection, describe_tools, select_toolsets, tools_for
 from gateway.services.usage import usage_report
 from gateway.turns.runtime import Runtime
+from gateway.turns.status import status_report
 from store.approvals import Approvals
 from store.records import Inbound, Outbound, SessionRecord
 from store.tasks import Tasks
@@ -28,7 +29,8 @@ HELP = """Anyy — your assistant. Just write; or use:
 /reminders — your reminders; /cancel <id> to delete one
 /tasks — your open tasks
 /approvals — actions waiting for your approval; /approvals ID shows one in full; /approve ID, /deny ID [reason]
-/usage — tokens used (today, this conversation, 30 days) and their cost"""
+/usage — tokens used (today, this conversation, 30 days) and their cost
+/status — model, time zone, toolsets, approvals, and whether a memory write would be held now (and why)"""
 
 
 def nearest_command(name: str, known: Iterable[str]) -> str | None:
@@ -80,7 +82,7 @@ class Commands:
             "start": self.start, "help": self.help, "new": self.new, "tools": self.tools,
             "toolsets": self.toolsets, "approvals": self.list_approvals, "approve": self.approve,
             "deny": self.deny, "tasks": self.tasks, "remind": self.remind, "reminders": self.reminders,
-            "cancel": self.cancel, "usage": self.usage, "compact": self.compact,
+            "cancel": self.cancel, "usage": self.usage, "compact": self.compact, "status": self.status,
         }
 
     async def __call__(self, inbound: Inbound, session: SessionRecord) -> str | Outbound | None:
@@ -189,6 +191,9 @@ class Commands:
 
     async def usage(self, inbound: Inbound, session: SessionRecord, args: str) -> str:
         return await usage_report(self.runtime.store, self.runtime.config, inbound.user_key, session.id)
+
+    async def status(self, inbound: Inbound, session: SessionRecord, args: str) -> str:
+        return await status_report(self.runtime, inbound, session)
 
     def _automations(self) -> AutomationService:
         return self.runtime.services["automations"]  # always registered (gateway.services.factory)

@@ -43,6 +43,7 @@ from store.inbound import InboundLog
 from store.messages import Messages
 from store.records import AuditEvent, Inbound, MessageRecord, Origin, Outbound, SessionRecord
 from store.sessions import Sessions, session_id_for
+from store.subagents import SubagentJobs
 from toolsets.base import Tool, Toolset
 from toolsets.loader import loader_tool
 from toolsets.memory import memory_prompt
@@ -54,6 +55,7 @@ RECENT_TURNS = 2  # toolsets used this many turns back stay selected (follow-ups
 CommandHandler = Callable[[Inbound, SessionRecord], Awaitable[str | Outbound | None]]
 
 
+AUTOMATION_TOOLSET = "automation"  # never offered to an automation's own session
 MODEL_ERROR = "model.error"  # the audit action of a model call that failed after retries
 
 
@@ -236,6 +238,19 @@ class Runtime:
         """The available toolsets this user's turns may use: all for an owner, the shared ones for a guest."""
         return self.access.toolsets_for(await self.access.role_of(user_key), self.available(exclude))
 
+    async def within_session(self, session: SessionRecord, toolsets: list[Toolset]) -> list[Toolset]:
+        """`toolsets` cut to what any turn of `session` may have, whatever started the turn (a message, an
+        approval's follow-up, a helper it starts): an automation's session never the automation toolset
+        (nobody watches it: automations must not multiply themselves), a helper's session only the
+        toolsets its job was given."""
+        if session.kind == "automation":
+            return [ts for ts in toolsets if ts.name != AUTOMATION_TOOLSET]
+        if session.kind == "subagent":
+            job = await SubagentJobs(self.store).by_child_session(session.id)
+            given = set(job.toolsets) if job else set()
+            return [ts for ts in toolsets if ts.name in given]
+        return toolsets
+
     async def model_turn(self, session: SessionRecord, turn_id: str, *, user_text: str | None = None,
                          event: str | None = None, has_attachments: bool = False,
                          exclude: set[str] = frozenset(), images: list[dict[str, Any]] | None = None,
@@ -269,7 +284,8 @@ class Runtime:
         if self.model is None:
             return (f"No model is configured yet. Set [model] base_url and model in {self.config.source} "
                     f"(and put the API key in ${self.config.model.api_key_env}); slash commands work meanwhile: /help")
-        available = self.access.toolsets_for(role, self.available(exclude) if only is None else only)
+        available = await self.within_session(
+            session, self.access.toolsets_for(role, self.available(exclude) if only is None else only))
         pins = session.pinned_toolsets if only is None else [ts.name for ts in available]
         selection = select_toolsets(user_text or event or "", has_attachments=has_attachments,
                                     recent=self._recent_toolsets(rows, turn_id), pins=pins, available=available)

@@ -100,7 +100,7 @@ class SlackSurface(Surface):
         # No retry handlers: the outbox dispatcher is the one place that decides about retrying. No shared
         # HTTP session either (one per call): nothing to close, so deliveries still work after stop().
         self._client = AsyncWebClient(token=self._bot_token, base_url=self.cfg.base_url, retry_handlers=[],
-                                      logger=log)
+                                      logger=log, timeout=self.cfg.api_timeout_s)
         self._bot_user_id = await self._who_am_i(self._client)
         self._files = FileFetcher(self._bot_token, self.cfg.base_url, self._attachments_dir)
         app = AsyncApp(client=self._client, signing_secret=self._signing_secret or "", process_before_response=True,
@@ -224,8 +224,9 @@ class SlackSurface(Surface):
             chunks = mrkdwn_chunks(out.text, SECTION_LIMIT if out.buttons else TEXT_LIMIT)
         # A retry after a failure mid-way (say, ratelimited on part 3) resumes; parts 1-2 are not re-sent.
         posted = self._posted.setdefault(item.id, [])
-        # A row a killed process was sending: the parts it posted are on Slack, tagged; they count as sent.
-        found = (await find_parts(client, item) or {}) if item.in_doubt and not posted else {}
+        # A row in doubt (a killed process, or a call that got no answer, was sending it): the parts that
+        # reached Slack are there, tagged; they count as sent, whichever attempt posted them.
+        found = (await find_parts(client, item) or {}) if item.in_doubt else {}
         try:
             for index in range(len(posted), len(chunks)):
                 last = index == len(chunks) - 1
@@ -349,5 +350,5 @@ def _delivery_errors() -> Iterator[None]:
         transient = status == 429 or status >= 500 or error in _TRANSIENT_ERRORS
         raise DeliveryError(f"slack: {error}", transient=transient,
                             retry_after=float(retry_after) if retry_after else None) from exc
-    except (aiohttp.ClientError, TimeoutError) as exc:
-        raise DeliveryError(f"slack: network error {type(exc).__name__}", transient=True) from exc
+    except (aiohttp.ClientError, TimeoutError) as exc:  # no answer: Slack may have taken the call all the same
+        raise DeliveryError(f"slack: network error {type(exc).__name__}", transient=True, in_doubt=True) from exc
