@@ -52,6 +52,7 @@ COMMANDS = [
     ("approve", "Approve an action: /approve ID"),
     ("deny", "Deny an action: /deny ID [reason]"),
     ("usage", "Tokens used and their cost"),
+    ("status", "Model, zone, toolsets, and what a write would wait for"),
 ]
 _SECRET_TOKEN = re.compile(r"[A-Za-z0-9_-]{1,256}")
 _BOOTSTRAP_ATTEMPTS = 3  # setWebhook at start-up
