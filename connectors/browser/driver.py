@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from connectors.browser.navigations import Navigations
 from connectors.browser.proxy import GuardProxy, Refusal
 from connectors.browser.snapshot import Element, Snapshot, parse
 from connectors.web.guard import BlockedURL, Guard
@@ -88,8 +89,8 @@ class _Owner:
     page: Any
     proxy: GuardProxy
     state_path: Path
+    navigations: Navigations
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    downloads: list[float] = field(default_factory=list)  # time.monotonic() of each refused download
 
 
 class Browser:
@@ -148,8 +149,7 @@ class Browser:
                 viewport={"width": 1280, "height": 900})
             context.set_default_timeout(self.settings.timeout_s * 1000)
             page = await context.new_page()
-            owner = self._owners[key] = _Owner(context, page, proxy, state_path)
-            page.on("download", lambda _download: owner.downloads.append(time.monotonic()))
+            owner = self._owners[key] = _Owner(context, page, proxy, state_path, Navigations(page))
             return owner
 
     async def _discard(self, key: str) -> None:
@@ -330,6 +330,7 @@ class Browser:
                 await page.keyboard.press(text)
             with contextlib.suppress(self._Error):  # a click that starts no navigation is just done
                 await page.wait_for_load_state("load", timeout=self.settings.timeout_s * 1000)
+            await owner.navigations.settle(since, self.settings.timeout_s)
             log.info("browser_act action=%s submit=%s", action, submit)
             return await _state(owner, since, None)
 
@@ -347,7 +348,7 @@ async def _element(owner: _Owner, ref: str) -> Element:
 
 async def _state(owner: _Owner, since: float | None, response: Any) -> PageState:
     refused = owner.proxy.refusals_since(since) if since is not None else []
-    downloads = sum(at >= since for at in owner.downloads) if since is not None else 0
+    downloads = owner.navigations.downloads_since(since) if since is not None else 0
     return PageState(url=str(owner.page.url), title=await owner.page.title(),
                      status=None if response is None else response.status, refused=refused,
                      downloads_refused=downloads)
