@@ -11,18 +11,12 @@ from typing import Any
 
 from tests.fixtures.desktop import TkApp, display_is_up, free_display
 from tests.fixtures.model import reply, tool_call
-from tests.support.cli import SUBPROCESS_S, write_config
+from tests.support.cli import SUBPROCESS_S, model_config
 from tests.support.crash import chat_once, start
 
 
 def config(tmp_path: Path, model: Any, display: str, xvfb: bool) -> str:
-    return write_config(tmp_path, f"""
-[model]
-base_url = "{model.url_openai}"
-model = "fake-1"
-timeout_s = 10
-max_retries = 0
-
+    return model_config(tmp_path, model, f"""
 [store]
 path = "{tmp_path / 'store' / 'anyy.db'}"
 

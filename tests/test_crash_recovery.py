@@ -19,20 +19,14 @@ from gateway.config import load_config
 from tests.support.postgres import Backend
 from tests.fixtures.mail import PASSWORD, SmtpRecorder
 from tests.fixtures.model import reply, tool_call
-from tests.support.cli import SUBPROCESS_S, write_config
+from tests.support.cli import SUBPROCESS_S, model_config
 from tests.support.crash import chat_once, start
 
 
 @pytest.fixture
 def cfg(tmp_path: Path, model: Any, email_section: dict[str, Any], backend: Backend) -> str:
     email = "\n".join(f"{key} = {json.dumps(value)}" for key, value in email_section.items())  # TOML scalars
-    return write_config(tmp_path, f"""
-[model]
-base_url = "{model.url_openai}"
-model = "fake-1"
-timeout_s = 10
-max_retries = 0
-
+    return model_config(tmp_path, model, f"""
 [store]
 path = "{tmp_path / 'store' / 'anyy.db'}"
 {f'url = "{backend.url}"' if backend.url else ''}

@@ -8,7 +8,6 @@ import os
 import shutil
 import socket
 import tempfile
-import threading
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ from connectors.processes import Settings, scrub_env
 from gateway.approvals.policy import effective_descriptor
 from gateway.config import ConfigError, GovernanceConfig, ToolOverride, parse_config
 from tests.fixtures.model import reply, tool_call
+from tests.support.listeners import record_connections
 from toolsets.base import ApprovalPolicy, Descriptor, ExecutionPolicy
 from toolsets.terminal import bash
 
@@ -118,19 +118,7 @@ def listener():
     """A TCP server on 127.0.0.1 that accepts connections: the network a sandboxed command must not reach."""
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))
-    srv.listen()
-    accepted: list[bool] = []
-
-    def serve() -> None:
-        while True:
-            try:
-                conn, _ = srv.accept()
-            except OSError:
-                return
-            accepted.append(True)
-            conn.close()
-
-    threading.Thread(target=serve, daemon=True).start()
+    accepted = record_connections(srv)
     yield srv.getsockname()[1], accepted
     srv.close()
 

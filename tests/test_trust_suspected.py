@@ -4,11 +4,15 @@ the model marked as the server's words."""
 
 from __future__ import annotations
 
+import shutil
+import socket
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from tests.support.host import call, pending
+from tests.support.listeners import record_connections
 
 
 @pytest.fixture(autouse=True)
@@ -62,27 +66,10 @@ async def test_the_dashboard_cookie_is_secure_when_served_beyond_this_machine(da
 def unix_listener():
     """A Unix socket that is a file outside the workspace and /tmp: what a sandboxed command without
     network must not reach (the Docker socket, a D-Bus or gpg-agent socket play this part)."""
-    import shutil
-    import socket
-    import tempfile
-    import threading
-
     folder = Path(tempfile.mkdtemp(dir="/var/tmp", prefix="anyy-sock-"))
     srv = socket.socket(socket.AF_UNIX)
     srv.bind(str(folder / "agent.sock"))
-    srv.listen()
-    accepted: list[bool] = []
-
-    def serve() -> None:
-        while True:
-            try:
-                conn, _ = srv.accept()
-            except OSError:
-                return
-            accepted.append(True)
-            conn.close()
-
-    threading.Thread(target=serve, daemon=True).start()
+    accepted = record_connections(srv)
     yield folder / "agent.sock", accepted
     srv.close()
     shutil.rmtree(folder)
@@ -92,7 +79,6 @@ UNIX_CONNECT = ("python3 -c \"import socket,sys; s=socket.socket(socket.AF_UNIX)
                 "print('CONNECTED')\"")
 
 
-@pytest.mark.skipif(__import__("shutil").which("bwrap") is None, reason="needs bubblewrap")
 @pytest.mark.parametrize("network", [False, True])
 async def test_without_network_the_sandbox_reaches_no_unix_socket(start_console, make_config, model, tmp_path,
                                                                  unix_listener, network: bool) -> None:

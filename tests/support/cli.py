@@ -20,10 +20,10 @@ def write_config(tmp_path: Path, text: str) -> str:
     return str(path)
 
 
-def model_config(tmp_path: Path, model: Any) -> str:
-    """A config with only the fake model (no retries, so failures show at once)."""
+def model_config(tmp_path: Path, model: Any, more: str = "") -> str:
+    """A config with the fake model (no retries, so failures show at once) and the TOML in `more`."""
     return write_config(tmp_path, f'[model]\nbase_url = "{model.url_openai}"\nmodel = "fake-1"\n'
-                                  "timeout_s = 10\nmax_retries = 0\n")
+                                  f"timeout_s = 10\nmax_retries = 0\n\n{more}")
 
 
 async def anyy(*args: str, env: dict[str, str], stdin: str = "", timeout: float = SUBPROCESS_S) -> tuple[int, str, str]:
