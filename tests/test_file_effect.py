@@ -5,7 +5,6 @@ only over that hash — no fresh plan (not even the session's read record is con
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -14,12 +13,7 @@ from store.file_reads import FileReads
 from tests.support.host import call, pending
 
 
-@pytest.fixture(autouse=True)
-def fake_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    return home
+pytestmark = pytest.mark.usefixtures("fake_home")  # commands run for real: never in the real home
 
 
 async def test_an_approved_patch_writes_its_stored_payload(start_console, make_config, model, tmp_path) -> None:

@@ -22,11 +22,7 @@ from toolsets.base import ApprovalPolicy, Descriptor, ExecutionPolicy
 from toolsets.terminal import bash
 
 
-@pytest.fixture(autouse=True)
-def fake_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Commands run here for real: `~` is never the real home directory."""
-    (tmp_path / "home").mkdir()
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+pytestmark = pytest.mark.usefixtures("fake_home")  # commands run here for real: never in the real home
 
 
 def test_config_sections_and_their_errors():

@@ -15,12 +15,7 @@ from toolsets.controls import visible
 HIDDEN = "rm -f FILE # \x1b[2K\r$ ls -la"
 
 
-@pytest.fixture(autouse=True)
-def fake_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    return home
+pytestmark = pytest.mark.usefixtures("fake_home")  # commands run for real: never in the real home
 
 
 async def test_a_command_hiding_behind_an_escape_sequence_is_shown_whole(start_console, make_config, model,

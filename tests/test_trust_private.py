@@ -13,12 +13,7 @@ from connectors.private_paths import PrivatePaths
 from tests.support.host import call, pending
 
 
-@pytest.fixture(autouse=True)
-def fake_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    return home
+pytestmark = pytest.mark.usefixtures("fake_home")  # commands run for real: never in the real home
 
 
 @pytest.fixture

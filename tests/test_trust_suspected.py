@@ -15,12 +15,7 @@ from tests.support.host import call, pending
 from tests.support.listeners import record_connections
 
 
-@pytest.fixture(autouse=True)
-def fake_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    return home
+pytestmark = pytest.mark.usefixtures("fake_home")  # commands run for real: never in the real home
 
 
 async def test_a_long_write_is_shown_whole_by_approvals_id(start_console, make_config, model, tmp_path) -> None:

@@ -14,12 +14,7 @@ from toolsets.jobs import MAX_BACKGROUND
 from toolsets.terminal import ALLOWLISTED_OUTPUT_BYTES
 
 
-@pytest.fixture(autouse=True)
-def fake_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    return home
+pytestmark = pytest.mark.usefixtures("fake_home")  # commands run for real: never in the real home
 
 
 @pytest.fixture
