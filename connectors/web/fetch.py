@@ -12,10 +12,12 @@ for 15 minutes per URL.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import zlib
 from collections import OrderedDict
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from urllib.parse import urljoin
 
@@ -97,9 +99,22 @@ class WebFetcher:
         if cached and time.monotonic() - cached[0] < CACHE_TTL_S:
             self._cache.move_to_end(url)
             return _cut(cached[1], limit)
+        async with self._failing_as_fetch_error(url):
+            page = await self._fetch(url)
+        page = _cut(page, self.max_chars)  # what the cache holds stays bounded
+        self._cache[url] = (time.monotonic(), page)
+        while len(self._cache) > CACHE_ENTRIES:
+            self._cache.popitem(last=False)
+        log.info("web_fetch status=%s kind=%s bytes=%s redirected=%s", page.status, page.kind, page.bytes_read,
+                 page.final_url != url)
+        return _cut(page, limit)
+
+    @contextlib.asynccontextmanager
+    async def _failing_as_fetch_error(self, url: str) -> AsyncIterator[None]:
+        """Bound the block by the fetch timeout and say each way it can fail as a FetchError about `url`."""
         try:
             async with asyncio.timeout(self.timeout_s):
-                page = await self._fetch(url)
+                yield
         except TimeoutError:
             raise FetchError(f"{url}: no complete answer within {self.timeout_s:g} s") from None
         except BlockedURL as exc:
@@ -110,13 +125,6 @@ class WebFetcher:
             raise FetchError(f"{url}: {_network_reason(exc)}") from None
         except UnsupportedContent as exc:  # names the content type the server declared
             raise FetchError(f"{url}: {exc}", remote=True) from None
-        page = _cut(page, self.max_chars)  # what the cache holds stays bounded
-        self._cache[url] = (time.monotonic(), page)
-        while len(self._cache) > CACHE_ENTRIES:
-            self._cache.popitem(last=False)
-        log.info("web_fetch status=%s kind=%s bytes=%s redirected=%s", page.status, page.kind, page.bytes_read,
-                 page.final_url != url)
-        return _cut(page, limit)
 
     async def _fetch(self, url: str) -> Page:
         upgrade = self._upgrade(url)
@@ -137,17 +145,8 @@ class WebFetcher:
     async def fetch_bytes(self, url: str, *, max_bytes: int) -> tuple[bytes, str]:
         """The body at `url` (through the guard at every hop, no https upgrade, no cache) and its content
         type. FetchError when it is refused, fails, or is longer than `max_bytes`."""
-        try:
-            async with asyncio.timeout(self.timeout_s):
-                target, response, body, complete = await self._get(url, None, max_bytes)
-        except TimeoutError:
-            raise FetchError(f"{url}: no complete answer within {self.timeout_s:g} s") from None
-        except BlockedURL as exc:
-            raise FetchError(f"{url}: refused: {exc}") from None
-        except _Redirected as exc:  # the refusal names a URL a server chose
-            raise FetchError(f"{url}: refused after a redirect: {exc.__cause__}", remote=True) from None
-        except httpx.HTTPError as exc:
-            raise FetchError(f"{url}: {_network_reason(exc)}") from None
+        async with self._failing_as_fetch_error(url):
+            _, response, body, complete = await self._get(url, None, max_bytes)
         if not complete:
             raise FetchError(f"{url}: longer than {max_bytes} bytes")
         return body, response.headers.get("content-type", "")
