@@ -18,7 +18,6 @@ from enum import StrEnum
 from typing import Any, Protocol, get_type_hints
 from zoneinfo import ZoneInfo
 
-import jsonschema
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
 
 from store.db import Store
@@ -356,6 +355,8 @@ def args_model_for(fn: Callable[..., Any]) -> type[BaseModel]:
 def json_schema_args(schema: dict[str, Any]) -> type[BaseModel]:
     """An args model for a tool that brings its own JSON schema: any JSON object that `schema` accepts
     (checked with `jsonschema`; a violation is a pydantic ValidationError, as for typed tools)."""
+    import jsonschema  # only MCP tools bring a JSON schema: loaded with the first MCP server's tools
+
     validator_cls = jsonschema.validators.validator_for(schema)
     validator_cls.check_schema(schema)  # a broken schema is the server's error, found when listing
     validator = validator_cls(schema)
