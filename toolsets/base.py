@@ -349,7 +349,7 @@ def args_model_for(fn: Callable[..., Any]) -> type[BaseModel]:
         default = ... if param.default is inspect.Parameter.empty else param.default
         fields[pname] = (hints.get(pname, Any), Field(default, description=docs.get(pname)))
     name = "".join(p.title() for p in fn.__name__.split("_")) + "Args"
-    return create_model(name, __config__=ConfigDict(extra="forbid"), **fields)
+    return create_model(name, __config__=ConfigDict(extra="forbid", defer_build=True), **fields)
 
 
 def json_schema_args(schema: dict[str, Any]) -> type[BaseModel]:
