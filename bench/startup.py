@@ -8,9 +8,11 @@ each of two trees), in an order that alternates from pair to pair; the ratio is 
 reported as median (min-max). Per command and tree it also reports the modules loaded when the process
 exits and its peak RSS (the median of its pairs).
 
-    .venv/bin/python bench/startup.py [--pairs 10] [--before /path/to/other/tree] [--json]
+    .venv/bin/python bench/startup.py [--pairs 10] [--before /path/to/other/tree] [--python PATH] [--json]
 
-Without --before only this tree is measured. Each tree runs with its own directory on PYTHONPATH and its
+Without --before only this tree is measured. --python runs the commands and the bare interpreter with
+another environment's Python (one with only Anyy's dependencies installed, say; the fake model still
+runs with this one, which has the test dependencies). Each tree runs with its own directory on PYTHONPATH and its
 own data directory; one warm-up round (which also creates the stores) is not counted.
 """
 
@@ -46,6 +48,7 @@ class Tree:
     root: Path
     env: dict[str, str]
     config: Path
+    python: str
 
     def argv(self, command: str) -> list[str]:
         args = {"help": ["--help"], "doctor": ["doctor"], "chat": ["chat"]}[command]
@@ -93,26 +96,26 @@ def run(argv: list[str], env: dict[str, str], cwd: Path, stdin: bytes | None = N
 
 def command(tree: Tree, name: str) -> tuple[float, int]:
     if name == "chat":
-        return run([sys.executable, "-m", "gateway.cli", *tree.argv(name)], tree.env, tree.root,
+        return run([tree.python, "-m", "gateway.cli", *tree.argv(name)], tree.env, tree.root,
                    stdin=b"hello\n", until=b"About 'hello'")
-    return run([sys.executable, "-m", "gateway.cli", *tree.argv(name)], tree.env, tree.root)
+    return run([tree.python, "-m", "gateway.cli", *tree.argv(name)], tree.env, tree.root)
 
 
 def modules(tree: Tree, name: str, scratch: Path) -> int:
     out = scratch / f"{tree.name}-{name}.modules"
-    subprocess.run([sys.executable, "-c", DUMP, str(out), *tree.argv(name)], env=tree.env, cwd=tree.root,
+    subprocess.run([tree.python, "-c", DUMP, str(out), *tree.argv(name)], env=tree.env, cwd=tree.root,
                    input=b"hello\n" if name == "chat" else b"", stdout=subprocess.DEVNULL,
                    stderr=subprocess.DEVNULL, check=False)
     return len(out.read_text().split())
 
 
-def bare_modules() -> int:
-    out = subprocess.run([sys.executable, "-c", f"{BARE}\nimport sys\nprint(len(sys.modules))"],
+def bare_modules(python: str) -> int:
+    out = subprocess.run([python, "-c", f"{BARE}\nimport sys\nprint(len(sys.modules))"],
                          capture_output=True, text=True, check=True)
     return int(out.stdout)
 
 
-def make_tree(name: str, root: Path, scratch: Path, model_url: str) -> Tree:
+def make_tree(name: str, root: Path, scratch: Path, model_url: str, python: str) -> Tree:
     home = scratch / name
     (home / "data").mkdir(parents=True)
     config = home / "config.toml"
@@ -121,7 +124,7 @@ def make_tree(name: str, root: Path, scratch: Path, model_url: str) -> Tree:
     # sandboxes set it) every process would compile every module of the project again.
     env = {k: v for k, v in os.environ.items() if not k.startswith("ANYY_") and k != "PYTHONDONTWRITEBYTECODE"}
     env.update(HOME=str(home), ANYY_HOME=str(home / "data"), PYTHONPATH=str(root), TZ="UTC")
-    return Tree(name, root, env, config)
+    return Tree(name, root, env, config, python)
 
 
 def summary(values: list[float], unit: str = "", scale: float = 1.0) -> str:
@@ -133,6 +136,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--pairs", type=int, default=10)
     ap.add_argument("--before", type=Path, help="another checkout to measure in the same pairs")
+    ap.add_argument("--python", default=sys.executable, help="the interpreter of the commands and the bare run")
     ap.add_argument("--json", action="store_true", help="print the raw figures as JSON as well")
     args = ap.parse_args()
     server = subprocess.Popen([sys.executable, str(ROOT / "bench" / "fake_model_server.py")],
@@ -142,14 +146,14 @@ def main() -> None:
     try:
         with tempfile.TemporaryDirectory() as tmp:
             scratch = Path(tmp)
-            trees = [make_tree("after", ROOT, scratch, url)]
+            trees = [make_tree("after", ROOT, scratch, url, args.python)]
             if args.before:
-                trees.insert(0, make_tree("before", args.before.resolve(), scratch, url))
+                trees.insert(0, make_tree("before", args.before.resolve(), scratch, url, args.python))
             results, versus = measure(trees, args.pairs, scratch)
     finally:
         server.terminate()
         server.wait()
-    report(trees, results, versus, args.pairs)
+    report(trees, results, versus, args.pairs, args.python)
     if args.json:
         print(json.dumps({"runs": {f"{t}/{c}": vars(s) for (t, c), s in results.items()},
                           "after_over_before": versus}, indent=1))
@@ -164,7 +168,7 @@ def measure(trees: list[Tree], pairs: int, scratch: Path) -> tuple[dict[tuple[st
         for t in trees:  # warm-up: page cache, .pyc files, the store's creation and migration
             command(t, c)
             results[t.name, c].modules = modules(t, c, scratch)
-        results["bare", c].modules = bare_modules()
+        results["bare", c].modules = bare_modules(trees[0].python)
         for i in range(pairs):
             runs: list[str] = ["bare", *(t.name for t in trees)]
             if i % 2:
@@ -172,7 +176,7 @@ def measure(trees: list[Tree], pairs: int, scratch: Path) -> tuple[dict[tuple[st
             times: dict[str, float] = {}
             for who in runs:
                 if who == "bare":
-                    seconds, rss = run([sys.executable, "-c", BARE], os.environ.copy(), ROOT)
+                    seconds, rss = run([trees[0].python, "-c", BARE], os.environ.copy(), ROOT)
                 else:
                     seconds, rss = command(next(t for t in trees if t.name == who), c)
                 times[who] = seconds
@@ -186,9 +190,9 @@ def measure(trees: list[Tree], pairs: int, scratch: Path) -> tuple[dict[tuple[st
 
 
 def report(trees: list[Tree], results: dict[tuple[str, str], Series], versus: dict[str, list[float]],
-           pairs: int) -> None:
+           pairs: int, python: str) -> None:
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    print(f"{pairs} alternated pairs per command; load average {load}; {sys.executable}")
+    print(f"{pairs} alternated pairs per command; load average {load}; {python}")
     label = {"help": "anyy --help", "doctor": "anyy doctor", "chat": "chat, first reply"}
     print("| command | tree | wall, median (min–max) | × bare python, paired | modules | peak RSS |")
     print("|---|---|---|---|---|---|")

@@ -136,6 +136,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    # After the parser: `--help`, `--version` and a usage error have exited before any of this loads.
     from gateway import redaction
     from gateway.cli.doctor import preflight
     from gateway.config import ConfigError, load_config
