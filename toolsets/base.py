@@ -349,6 +349,8 @@ def args_model_for(fn: Callable[..., Any]) -> type[BaseModel]:
         default = ... if param.default is inspect.Parameter.empty else param.default
         fields[pname] = (hints.get(pname, Any), Field(default, description=docs.get(pname)))
     name = "".join(p.title() for p in fn.__name__.split("_")) + "Args"
+    # The validator and JSON schema are built when the tool is first offered or called, not for every
+    # registered tool at start-up (most are neither in a process's first turns).
     return create_model(name, __config__=ConfigDict(extra="forbid", defer_build=True), **fields)
 
 

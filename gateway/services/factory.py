@@ -24,8 +24,8 @@ from store.artifacts import Artifacts
 from store.db import Store
 from toolsets.memory import MemoryLimits
 
-# A connector a section enables is imported by the function that builds it, when its section is set:
-# the default config loads no mail, calendar, browser, desktop, terminal or image-generation client.
+# A connector is imported by the function that builds it from its section, so a process imports only
+# the clients its config enables (`anyy doctor`, which loads no toolset, imports none by default).
 if TYPE_CHECKING:
     from connectors.calendar import CalendarClient
     from connectors.desktop import Desktop
@@ -116,7 +116,7 @@ def image_services(config: Config, fetcher: WebFetcher) -> dict[str, Any]:
     cfg = config.images
     if not cfg.url:
         return {}
-    from connectors.imagegen import ImageGenerator  # Pillow
+    from connectors.imagegen import ImageGenerator
     return {"images": ImageGenerator(cfg.url, cfg.model, secret(cfg.api_key_env), size=cfg.size, fetcher=fetcher,
                                      timeout_s=cfg.timeout_s, max_bytes=int(cfg.max_mb * 1024 * 1024))}
 
