@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import select
 import statistics
 import subprocess
 import sys
@@ -75,13 +74,8 @@ def run(argv: list[str], env: dict[str, str], cwd: Path, stdin: bytes | None = N
         proc.stdin.write(stdin)
     proc.stdin.close()
     seen, buffered, elapsed = until is None, b"", None
-    fd = proc.stdout.fileno()
-    while True:
-        select.select([fd], [], [])
-        chunk = os.read(fd, 65536)
-        if not chunk:
-            break
-        if not seen:
+    while chunk := os.read(proc.stdout.fileno(), 65536):  # returns what has arrived, b"" at the end
+        if until is not None and not seen:
             buffered += chunk
             if until in buffered:
                 seen, elapsed = True, time.perf_counter() - t0
