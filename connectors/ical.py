@@ -13,15 +13,17 @@ import hashlib
 import uuid
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
-
-import icalendar
-import recurring_ical_events
-from icalendar import vCalAddress, vRecur
 
 from connectors import recurrence
 from connectors.caldav import CalendarError
+
+# icalendar and recurring_ical_events are imported by the functions that read or write iCalendar text:
+# `Event` and `EventFields` are what the calendar toolset names, and they need neither.
+if TYPE_CHECKING:
+    import icalendar
+    from icalendar import vRecur
 
 EventTime = date | datetime
 """A `date` is an all-day value; a `datetime` is aware (TZID or UTC) or, rarely, floating (naive)."""
@@ -95,6 +97,8 @@ def expand(data: str, start: datetime, end: datetime, *, href: str = "", etag: s
            calendar: str = "") -> Expansion:
     """Every occurrence of the resource's events that overlaps [start, end), bounded as
     `connectors.recurrence` explains; an occurrence of a series carries the series' rule."""
+    import recurring_ical_events
+
     cal = _calendar(data, href)
     masters = [c for c in cal.walk("VEVENT") if "recurrence-id" not in c]
     rules = {str(c.get("uid", "")): _rule_text(c) for c in masters}
@@ -129,6 +133,8 @@ def new_event(fields: EventFields) -> Event:
     """A new event (with its iCalendar text in `source`), not yet stored anywhere."""
     if not fields.summary or fields.start is None:
         raise InvalidEvent("a new event needs a title and a start")
+    import icalendar
+
     cal = icalendar.Calendar()
     cal.add("prodid", "-//Anyy//Calendar connector//EN")
     cal.add("version", "2.0")
@@ -168,6 +174,8 @@ def _finish(cal: icalendar.Calendar, comp: icalendar.Event, *, href: str = "", e
 
 
 def _calendar(data: str, href: str) -> icalendar.Calendar:
+    import icalendar
+
     try:
         return icalendar.Calendar.from_ical(data)
     except ValueError as exc:
@@ -269,6 +277,8 @@ def _storable(value: EventTime) -> EventTime:
 
 
 def _rule(text: str) -> vRecur:
+    from icalendar import vRecur
+
     try:
         rule = vRecur.from_ical(text.strip().removeprefix("RRULE:"))
     except ValueError as exc:
@@ -279,6 +289,8 @@ def _rule(text: str) -> vRecur:
 
 
 def _set_attendees(comp: icalendar.Event, emails: tuple[str, ...]) -> None:
+    from icalendar import vCalAddress
+
     # Keep the existing entries (their names and replies) for people who stay invited.
     existing = {_email(a).casefold(): a for a in _as_list(comp.get("attendee"))}
     comp.pop("attendee", None)

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from urllib.parse import urljoin, urlsplit
 
 import httpx
-from PIL import Image, UnidentifiedImageError
 
 from connectors.web.fetch import FetchError, WebFetcher
 
@@ -120,6 +119,8 @@ def _origin(url: str) -> tuple[str, str, int | None]:
 
 
 def _identify(data: bytes) -> tuple[str, int, int]:
+    from PIL import Image, UnidentifiedImageError  # with the first generated image
+
     try:
         with Image.open(io.BytesIO(data)) as img:
             fmt, size = img.format, img.size

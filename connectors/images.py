@@ -13,9 +13,12 @@ import io
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from PIL import Image, ImageOps, UnidentifiedImageError
+# Pillow is imported by the worker-thread functions that read an image: a process that is sent no
+# image never loads it.
+if TYPE_CHECKING:
+    from PIL import Image
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +79,8 @@ class TooLarge(ImageError):
 
 
 def _dimensions(path: Path) -> tuple[int, int] | None:
+    from PIL import Image, UnidentifiedImageError
+
     try:
         with Image.open(path) as img:
             return img.size
@@ -84,6 +89,8 @@ def _dimensions(path: Path) -> tuple[int, int] | None:
 
 
 def _oversized(path: Path, max_pixels: int) -> str | None:
+    from PIL import Image, UnidentifiedImageError
+
     try:
         with Image.open(path) as img:
             _check(img, path, max_pixels)
@@ -98,6 +105,8 @@ def _oversized(path: Path, max_pixels: int) -> str | None:
 
 def _bomb() -> TooLarge:
     """Pillow's own limit, far above ours, refuses in the header too: it names no size."""
+    from PIL import Image
+
     return TooLarge(f"too large to look at: more than {2 * (Image.MAX_IMAGE_PIXELS or 0) / 1e6:.0f} megapixels")
 
 
@@ -109,6 +118,8 @@ def _check(img: Image.Image, path: Path, max_pixels: int) -> None:
 
 
 def _prepare(path: Path, max_side: int, max_bytes: int, max_pixels: int) -> Prepared:
+    from PIL import Image, ImageOps, UnidentifiedImageError
+
     try:
         with Image.open(path) as opened:
             _check(opened, path, max_pixels)

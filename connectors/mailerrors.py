@@ -5,9 +5,6 @@ from __future__ import annotations
 import socket
 import ssl
 
-import aioimaplib
-import aiosmtplib
-
 
 class EmailError(Exception):
     """A mail operation failed; the message says what (login, unreachable host, TLS, timeout, a refusal
@@ -31,6 +28,9 @@ def network_error(exc: BaseException, where: str, timeout: float) -> str | None:
     their own (aiosmtplib's SMTPConnectError is itself an OSError), so the whole chain is searched for
     the most telling cause.
     """
+    import aioimaplib  # a failure means a client existed, so these are loaded already
+    import aiosmtplib
+
     chain: list[BaseException] = []
     seen: BaseException | None = exc
     while seen is not None and seen not in chain:

@@ -22,9 +22,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import icalendar
+if TYPE_CHECKING:  # only in annotations: the components come from `connectors.ical`, which imports it
+    import icalendar
 
 MAX_OCCURRENCES = 200  # per series per query
 STEP_BUDGET = 200_000  # rule steps one series may take in one query (dateutil: a few µs each)

@@ -16,8 +16,6 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 log = logging.getLogger(__name__)
 
 SKILL_FILE = "SKILL.md"
@@ -43,6 +41,8 @@ class Skill:
 
 def parse_skill(text: str, folder: Path, managed: bool) -> Skill:
     """Parse a SKILL.md; raises SkillError naming what is wrong."""
+    import yaml  # with the first skill: a library with no skills (the default) never needs it
+
     m = _FRONT.match(text)
     if not m:
         raise SkillError(f"{folder / SKILL_FILE}: no YAML front matter (--- name/description ---)")
@@ -66,6 +66,8 @@ def parse_skill(text: str, folder: Path, managed: bool) -> Skill:
 
 def render_skill(name: str, description: str, body: str) -> str:
     """The SKILL.md text for a managed skill."""
+    import yaml
+
     front = yaml.safe_dump({"name": name, "description": description}, allow_unicode=True, sort_keys=False)
     return f"---\n{front}---\n\n{body.strip()}\n"
 

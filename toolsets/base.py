@@ -18,7 +18,6 @@ from enum import StrEnum
 from typing import Any, Protocol, get_type_hints
 from zoneinfo import ZoneInfo
 
-import jsonschema
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
 
 from store.db import Store
@@ -350,12 +349,16 @@ def args_model_for(fn: Callable[..., Any]) -> type[BaseModel]:
         default = ... if param.default is inspect.Parameter.empty else param.default
         fields[pname] = (hints.get(pname, Any), Field(default, description=docs.get(pname)))
     name = "".join(p.title() for p in fn.__name__.split("_")) + "Args"
-    return create_model(name, __config__=ConfigDict(extra="forbid"), **fields)
+    # The validator and JSON schema are built when the tool is first offered or called, not for every
+    # registered tool at start-up (most are neither in a process's first turns).
+    return create_model(name, __config__=ConfigDict(extra="forbid", defer_build=True), **fields)
 
 
 def json_schema_args(schema: dict[str, Any]) -> type[BaseModel]:
     """An args model for a tool that brings its own JSON schema: any JSON object that `schema` accepts
     (checked with `jsonschema`; a violation is a pydantic ValidationError, as for typed tools)."""
+    import jsonschema  # only MCP tools bring a JSON schema: loaded with the first MCP server's tools
+
     validator_cls = jsonschema.validators.validator_for(schema)
     validator_cls.check_schema(schema)  # a broken schema is the server's error, found when listing
     validator = validator_cls(schema)

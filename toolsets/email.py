@@ -13,16 +13,19 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import date, datetime, timezone, tzinfo
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field, ValidationError
 
-from connectors.email import EmailClient, EmailError
+from connectors.mailerrors import EmailError
 from connectors.mailcompose import OutgoingMessage, new_message_id, reply_subject
 from connectors.mailparse import MailMessage
 from store.drafts import Drafts
 from store.records import EmailDraftRecord
 from toolsets.base import ApprovalPolicy, ExecutionPolicy, Preview, Risk, ToolContext, ToolError, Toolset, configured
+
+if TYPE_CHECKING:  # the client (aioimaplib, aiosmtplib) is the [email] service's, imported with it
+    from connectors.email import EmailClient
 
 TOOLSET = Toolset(
     "email",

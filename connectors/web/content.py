@@ -12,8 +12,6 @@ import codecs
 import io
 from dataclasses import dataclass
 
-import lxml.html
-
 _HTML = {"text/html", "application/xhtml+xml"}
 _TEXT_APPLICATION = {"application/json", "application/xml", "application/javascript", "application/x-ndjson",
                      "application/yaml", "application/toml"}
@@ -89,6 +87,8 @@ def _clean_title(title: object) -> str | None:
 
 
 def _html_title(body: bytes) -> str | None:
+    import lxml.html  # with the page: the fetcher is built at start-up, and lxml is not needed before
+
     try:
         title = lxml.html.document_fromstring(body).findtext(".//title")
     except Exception:  # lxml raises several types for unparsable markup; the title is optional

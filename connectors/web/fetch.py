@@ -83,14 +83,24 @@ class WebFetcher:
         # No keep-alive: connections are keyed by IP, and a connection opened (and TLS-verified) for one
         # host name must never carry a request for another name on the same address. No proxies from the
         # environment either: the guard's checked address is what gets connected to.
-        self._client = httpx.AsyncClient(timeout=httpx.Timeout(timeout_s), follow_redirects=False,
-                                         trust_env=False, verify=verify,  # type: ignore[arg-type]
-                                         limits=httpx.Limits(max_keepalive_connections=0),
-                                         headers={"User-Agent": USER_AGENT, "Accept-Encoding": "gzip, deflate"})
+        self._verify = verify
+        self._client: httpx.AsyncClient | None = None
         self._cache: OrderedDict[str, tuple[float, Page]] = OrderedDict()
 
+    @property
+    def _http(self) -> httpx.AsyncClient:
+        """The HTTP client, made on the first fetch: its TLS context loads the CA bundle (tens of
+        milliseconds), and the fetcher is built at every start-up."""
+        if self._client is None:
+            self._client = httpx.AsyncClient(timeout=httpx.Timeout(self.timeout_s), follow_redirects=False,
+                                             trust_env=False, verify=self._verify,  # type: ignore[arg-type]
+                                             limits=httpx.Limits(max_keepalive_connections=0),
+                                             headers={"User-Agent": USER_AGENT, "Accept-Encoding": "gzip, deflate"})
+        return self._client
+
     async def aclose(self) -> None:
-        await self._client.aclose()
+        if self._client is not None:
+            await self._client.aclose()
 
     async def fetch(self, url: str, *, max_chars: int | None = None) -> Page:
         """The page at `url` as text (cached for 15 minutes). Raises FetchError with a readable reason."""
@@ -193,12 +203,12 @@ class WebFetcher:
     async def _send(self, target: Target, connect_s: float | None) -> httpx.Response:
         ip = f"[{target.address}]" if ":" in target.address else target.address
         host_header = target.url.split("/", 3)[2]  # the host (and explicit port) as the URL has it
-        request = self._client.build_request(
+        request = self._http.build_request(
             "GET", f"{target.scheme}://{ip}:{target.port}{target.target}",
             headers={"Host": host_header, "Accept": "text/html,application/xhtml+xml,text/*;q=0.9,*/*;q=0.8"},
             extensions={"sni_hostname": target.host},
             timeout=httpx.Timeout(self.timeout_s, connect=min(connect_s or self.timeout_s, self.timeout_s)))
-        return await self._client.send(request, stream=True)
+        return await self._http.send(request, stream=True)
 
     async def _read(self, response: httpx.Response, max_bytes: int) -> tuple[bytes, bool]:
         """The decoded body up to `max_bytes`, and whether it was complete.

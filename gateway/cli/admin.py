@@ -9,25 +9,19 @@ import json
 import re
 import sys
 from datetime import datetime, time, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
-from gateway.app import Gateway
-from gateway.automations.scheduler import AutomationService
 from gateway.cli import mcp as mcp_cli
 from gateway.cli.doctor import doctor
-from gateway.config import Config
-from gateway.dashboard import load_or_create_token, login_url
-from gateway.services.factory import speech_engine
 from gateway.services.usage import add_parser as add_usage_parser
-from store.access import AccessRepo
-from store.approvals import Approvals
-from store.audit import Audit
-from store.db import Store
-from store.outbox import Outbox
-from store.records import iso, parse_iso, utcnow
-from toolsets.registry import TOOLSETS
-from toolsets.schedule import AutomationError
+
+# Each command imports what it works with when it runs, so building the parser (`anyy --help`) and
+# running one command load no other command's dependencies.
+if TYPE_CHECKING:
+    from gateway.automations.scheduler import AutomationService
+    from gateway.config import Config
+    from store.db import Store
 
 
 class AdminError(Exception):
@@ -90,6 +84,7 @@ TOOLS_COLUMNS = ("toolset", "tool", "risk", "approval", "execution")
 
 
 async def tools(config: Config, args: argparse.Namespace) -> int:
+    from toolsets.registry import TOOLSETS
     rows = [{"toolset": ts.name, "tool": t.name, "risk": str(t.descriptor.risk),
              "approval": str(t.descriptor.approval), "execution": str(t.descriptor.execution),
              "visible_chars": t.descriptor.output_budget.visible_chars,
@@ -115,6 +110,7 @@ async def tools(config: Config, args: argparse.Namespace) -> int:
 
 
 def _configured(config: Config, requires: str) -> bool:
+    from gateway.services.factory import speech_engine
     if requires == "web_search":
         return config.web.search != "none"
     if requires == "terminal":
@@ -125,6 +121,7 @@ def _configured(config: Config, requires: str) -> bool:
 
 
 async def approvals_list(config: Config, args: argparse.Namespace) -> int:
+    from store.approvals import Approvals
     async with config.new_store() as store:
         recs = await Approvals(store).list(None if args.all else ("pending",))
     if not recs:
@@ -138,6 +135,7 @@ async def approvals_list(config: Config, args: argparse.Namespace) -> int:
 async def approvals_decide(config: Config, args: argparse.Namespace) -> int:
     """Decide from the CLI. Executing needs the tools and connectors, so this starts a non-resident
     gateway (no surfaces, no schedules); the resident process delivers the resulting messages."""
+    from gateway.app import Gateway
     gw = Gateway(config, surfaces=[], resident=False)
     await gw.start()
     try:
@@ -172,6 +170,7 @@ def parse_since(text: str, tz: ZoneInfo, now: datetime) -> datetime:
 
 def since_arg(text: str) -> str:
     """argparse's check of `--since` (the zone is applied once the config is read): exit 2 naming it."""
+    from store.records import utcnow
     try:
         parse_since(text, ZoneInfo("UTC"), utcnow())
     except ValueError as exc:
@@ -180,6 +179,8 @@ def since_arg(text: str) -> str:
 
 
 async def audit(config: Config, args: argparse.Namespace) -> int:
+    from store.audit import Audit
+    from store.records import iso, utcnow
     since = iso(parse_since(args.since, config.tz, utcnow())) if args.since else None
     async with config.new_store() as store:
         events = await Audit(store).list(since=since, limit=1000, tool=args.tool)
@@ -196,6 +197,7 @@ async def audit(config: Config, args: argparse.Namespace) -> int:
 
 
 async def pairing_list(config: Config, args: argparse.Namespace) -> int:
+    from store.access import AccessRepo
     async with config.new_store() as store:
         repo = AccessRepo(store)
         pending, admitted = await repo.pending(), await repo.admitted()
@@ -210,6 +212,7 @@ async def pairing_list(config: Config, args: argparse.Namespace) -> int:
 
 
 async def pairing_approve(config: Config, args: argparse.Namespace) -> int:
+    from store.access import AccessRepo
     async with config.new_store() as store:
         rec = await AccessRepo(store).redeem(args.surface, args.code)
     if rec is None:
@@ -221,6 +224,7 @@ async def pairing_approve(config: Config, args: argparse.Namespace) -> int:
 async def pairing_revoke(config: Config, args: argparse.Namespace) -> int:
     """Revoke completely: admission, pending approvals (their prompts are edited; the resident process
     delivers the edits) and automations. A non-resident gateway, as for deciding approvals."""
+    from gateway.app import Gateway
     gw = Gateway(config, surfaces=[], resident=False)
     await gw.start()
     try:
@@ -238,6 +242,7 @@ async def pairing_revoke(config: Config, args: argparse.Namespace) -> int:
 
 async def dashboard_url(config: Config, args: argparse.Namespace) -> int:
     """Print the dashboard's login link, creating the token on first use."""
+    from gateway.dashboard import load_or_create_token, login_url
     token = await asyncio.to_thread(load_or_create_token, config.data_dir)
     if not config.dashboard.enabled:
         print(f"note: [dashboard] enabled = false in {config.source}; `anyy run` does not serve it", file=sys.stderr)
@@ -258,6 +263,7 @@ async def automations_list(config: Config, args: argparse.Namespace) -> int:
 
 
 async def automations_delete(config: Config, args: argparse.Namespace) -> int:
+    from toolsets.schedule import AutomationError
     async with config.new_store() as store:
         try:
             await _automations(store, config).admin_delete(args.id, actor="cli:owner")
@@ -269,9 +275,12 @@ async def automations_delete(config: Config, args: argparse.Namespace) -> int:
 
 def _automations(store: Store, config: Config) -> AutomationService:
     """The service in admin mode: rows only, no scheduler (the resident process picks changes up)."""
+    from gateway.automations.scheduler import AutomationService
+    from store.outbox import Outbox
     return AutomationService(store, config.tz, Outbox(store).enqueue)
 
 
 def _local(config: Config, stamp: str, *, seconds: bool = False) -> str:
     """A stored UTC time as the owner reads it: their zone, with its name ("2026-12-01 09:00 CET")."""
+    from store.records import parse_iso
     return parse_iso(stamp).astimezone(config.tz).strftime(f"%Y-%m-%d %H:%M{':%S' if seconds else ''} %Z")

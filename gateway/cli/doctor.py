@@ -3,25 +3,22 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
-import httpx
-
-from connectors.speech import EspeakEngine
 from gateway.cli.mcp import doctor_checks
-from gateway.config import Config, secret
-from gateway.llm import make_client
-from gateway.llm.types import ChatMessage, ModelUnavailable
-from gateway.approvals.policy import PolicyHookError, load_hook
-from gateway.redaction import configured_secrets, redact
-from gateway.services.factory import computer_use_check, connector_checks
-from gateway.surfaces import build_surfaces
-from store.db import StoreError
-from store.records import iso
+
+# The checks import what they check when they run: building the CLI's parser loads none of it, and a
+# check of an unconfigured feature loads nothing.
+if TYPE_CHECKING:
+    from gateway.config import Config
 
 OK, BAD, WARN = "✓", "✗", "!"
 
 
 async def doctor(config: Config, args: argparse.Namespace) -> int:
+    from gateway.redaction import configured_secrets, redact
+    from gateway.services.factory import computer_use_check, connector_checks
+    from gateway.surfaces import build_surfaces
     results: list[tuple[str, str, str]] = [(OK, "config", config.source), _zone(config)]
     results.append(await _store(config))
     if config.approvals.hook:
@@ -55,6 +52,7 @@ def preflight(config: Config) -> list[str]:
 
 def hook_problem(config: Config) -> str | None:
     """Why `[approvals] hook` cannot be used, or None."""
+    from gateway.approvals.policy import PolicyHookError, load_hook
     try:
         load_hook(config.approvals.hook)
     except PolicyHookError as exc:
@@ -81,6 +79,8 @@ def _zone(config: Config) -> tuple[str, str, str]:
 
 
 async def _store(config: Config) -> tuple[str, str, str]:
+    from store.db import StoreError
+    from store.records import iso
     if problem := store_dir_problem(config):
         return BAD, "store", problem
     store = config.new_store()
@@ -105,6 +105,9 @@ async def _model(config: Config) -> tuple[str, str, str]:
     if not cfg.configured:
         return BAD, "model", (f"not configured: set [model] base_url and model in {config.source} "
                               "(e.g. base_url = \"http://127.0.0.1:11434/v1\" for a local Ollama)")
+    from gateway.config import secret
+    from gateway.llm import make_client
+    from gateway.llm.types import ChatMessage, ModelUnavailable
     key = secret(cfg.api_key_env)
     client = make_client(cfg.model_copy(update={"max_retries": 0, "timeout_s": min(cfg.timeout_s, 15)}), key)
     try:
@@ -119,6 +122,7 @@ async def _model(config: Config) -> tuple[str, str, str]:
 
 def _media(config: Config) -> list[tuple[str, str, str]]:
     """Voice notes in (a transcription endpoint) and out (a usable speech engine); see docs/media.md."""
+    from connectors.speech import EspeakEngine
     speech, tts = config.speech, config.tts
     lines = [(OK, "speech", f"voice notes are transcribed at {speech.transcribe_url} ({speech.transcribe_model})")
              if speech.transcribe_url else
@@ -134,6 +138,9 @@ def _media(config: Config) -> list[tuple[str, str, str]]:
 
 async def _surface(config: Config, name: str) -> tuple[str, str, str]:
     """A read-only identity call with the configured token: getMe / auth.test."""
+    import httpx
+
+    from gateway.config import secret
     try:
         async with httpx.AsyncClient(timeout=10) as http:
             if name == "telegram" and config.telegram is not None:

@@ -8,20 +8,18 @@ import logging
 import signal
 import sys
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from connectors.private_paths import protect_this_process
-from gateway import __version__, redaction
-from gateway.app import Gateway
+from gateway import __version__
 from gateway.cli import admin
-from gateway.config import Config, ConfigError, load_config
-from gateway.dashboard import Dashboard, DashboardError
-from gateway.cli.doctor import preflight
-from gateway.lock import LockHeld, ResidentLock
 from gateway.logs import setup_logging
-from gateway.surfaces import build_surfaces
-from gateway.surfaces.console import ConsoleSurface
-from store.db import StoreError
+
+# What a command needs is imported when it runs: `anyy --help` loads no gateway, and a command loads
+# only the gateway pieces its config asks for (tests/test_startup_imports.py holds the line).
+if TYPE_CHECKING:
+    from gateway.app import Gateway
+    from gateway.config import Config
+    from gateway.dashboard import Dashboard
 
 log = logging.getLogger(__name__)
 CHAT_LOG = "logs/chat.log"  # under the data directory: the terminal chat's log lines
@@ -30,6 +28,11 @@ CHAT_HISTORY = "chat_history"  # the terminal chat's prompt history
 
 async def run(config: Config, args: argparse.Namespace) -> int:
     """The resident process: every configured surface and the scheduler, until SIGTERM/SIGINT."""
+    from connectors.private_paths import protect_this_process
+    from gateway.app import Gateway
+    from gateway.lock import ResidentLock
+    from gateway.surfaces import build_surfaces
+
     lock = ResidentLock(config.store_path, config.data_dir, shared=bool(config.store.url))
     lock.acquire()
     protect_this_process()  # our environment holds the model key: no same-user process may read it
@@ -68,6 +71,8 @@ async def start_dashboard(gw: Gateway) -> Dashboard | None:
     cfg = gw.config.dashboard
     if not cfg.enabled:
         return None
+    from gateway.dashboard import Dashboard, DashboardError  # aiohttp and Jinja2: only when it is served
+
     dashboard = Dashboard(gw)
     try:
         await dashboard.start()
@@ -83,6 +88,11 @@ async def start_dashboard(gw: Gateway) -> Dashboard | None:
 
 async def chat(config: Config, args: argparse.Namespace) -> int:
     """The console chat. Owns the scheduler and recovery when no resident process holds the store."""
+    from connectors.private_paths import protect_this_process
+    from gateway.app import Gateway
+    from gateway.lock import LockHeld, ResidentLock
+    from gateway.surfaces.console import ConsoleSurface
+
     lock = ResidentLock(config.store_path, config.data_dir, shared=bool(config.store.url))
     try:
         lock.acquire()
@@ -109,7 +119,7 @@ async def chat(config: Config, args: argparse.Namespace) -> int:
     return 0
 
 
-Command = Callable[[Config, argparse.Namespace], Coroutine[Any, Any, int]]
+Command = Callable[["Config", argparse.Namespace], Coroutine[Any, Any, int]]
 
 
 def parser() -> argparse.ArgumentParser:
@@ -126,6 +136,14 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    # After the parser: `--help`, `--version` and a usage error have exited before any of this loads.
+    from gateway import redaction
+    from gateway.cli.doctor import preflight
+    from gateway.config import ConfigError, load_config
+    from gateway.dashboard.auth import DashboardError
+    from gateway.lock import LockHeld
+    from store.db import StoreError
+
     setup_logging(logging.INFO if args.command == "run" else logging.WARNING)
     secrets: list[str] = []
     try:

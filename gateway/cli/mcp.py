@@ -11,14 +11,11 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
-from connectors.mcp_names import toolset_name
-from gateway.approvals.policy import effective_descriptor
-from gateway.config import Config, ConfigError
-from toolsets.base import Toolset
-
 if TYPE_CHECKING:  # the MCP SDK takes most of a second to import: only code that talks to a server loads it
     from connectors.mcp import McpManager, McpServer
+    from gateway.config import Config
     from gateway.services.mcp import McpTools
+    from toolsets.base import Toolset
 
 PROBE_WAIT_S = 15.0
 
@@ -70,6 +67,7 @@ async def mcp_list(config: Config, args: argparse.Namespace) -> int:
 
 
 async def mcp_probe(config: Config, args: argparse.Namespace) -> int:
+    from gateway.config import ConfigError
     if args.name not in config.mcp.servers:
         known = ", ".join(config.mcp.servers) or "none"
         raise ConfigError(f"no MCP server {args.name!r} in {config.source} (configured: {known})")
@@ -84,6 +82,7 @@ async def mcp_probe(config: Config, args: argparse.Namespace) -> int:
 
 
 def tool_lines(config: Config, toolset: Toolset) -> list[str]:
+    from gateway.approvals.policy import effective_descriptor
     out = []
     for tool in toolset.tools:
         d = effective_descriptor(tool, config.tool_governance)

@@ -11,29 +11,28 @@ import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from connectors.browser import Browser, BrowserSettings, find_executable
-from connectors.calendar import CalendarClient, CalendarNotFound, CalendarSettings
-from connectors.desktop import Desktop, DesktopError, DesktopSettings
-from connectors.email import EmailClient, EmailSettings
-from connectors.imagegen import ImageGenerator
 from connectors.private_paths import PrivatePaths
-from connectors.processes import Settings
-from connectors.shellrules import Rule
 from connectors.skills import SkillLibrary
 from connectors.speech import EspeakEngine, OpenAISpeechEngine, SpeechEngine, Transcriber
 from connectors.web import Guard, HostRules, SearchError, WebFetcher, extractor_problem, search_backend
 from connectors.workspace import Workspace
-from gateway.automations.scheduler import AutomationService, MayRun, RunPrompt
 from gateway.config import CalendarConfig, ComputerUseConfig, Config, EmailConfig, WebConfig, secret
 from gateway.services.subagents import Enqueue, SubagentService, TurnRunner
 from store.artifacts import Artifacts
 from store.db import Store
-from toolsets.browser import BrowserPolicy
-from toolsets.computer_use import ComputerUse
-from toolsets.jobs import Terminal
 from toolsets.memory import MemoryLimits
+
+# A connector is imported by the function that builds it from its section, so a process imports only
+# the clients its config enables (`anyy doctor`, which loads no toolset, imports none by default).
+if TYPE_CHECKING:
+    from connectors.calendar import CalendarClient
+    from connectors.desktop import Desktop
+    from connectors.email import EmailClient
+    from gateway.automations.scheduler import MayRun, RunPrompt
+    from toolsets.computer_use import ComputerUse
+    from toolsets.jobs import Terminal
 
 log = logging.getLogger(__name__)
 
@@ -69,12 +68,14 @@ class SurfaceStatus(Mapping[str, str]):
 
 
 def email_client(cfg: EmailConfig) -> EmailClient:
+    from connectors.email import EmailClient, EmailSettings
     settings = cfg.model_dump(exclude={"password_env", "smtp_password_env"})
     smtp_password = (secret(cfg.smtp_password_env) or "") if cfg.smtp_password_env else None
     return EmailClient(EmailSettings(**settings, password=secret(cfg.password_env) or "", smtp_password=smtp_password))
 
 
 def calendar_client(cfg: CalendarConfig) -> CalendarClient:
+    from connectors.calendar import CalendarClient, CalendarSettings
     return CalendarClient(CalendarSettings(url=cfg.url, username=cfg.username, password=secret(cfg.password_env) or "",
                                            default_calendar=cfg.default_calendar, timeout=cfg.timeout_s))
 
@@ -97,6 +98,8 @@ def browser_services(config: Config) -> dict[str, Any]:
     cfg = config.browser
     if not cfg.enabled:
         return {}
+    from connectors.browser import Browser, BrowserSettings, find_executable
+    from toolsets.browser import BrowserPolicy
     executable = find_executable(cfg.executable)
     if executable is None:
         log.warning("browser_unavailable reason=no_executable configured=%s", cfg.executable or "-")
@@ -113,6 +116,7 @@ def image_services(config: Config, fetcher: WebFetcher) -> dict[str, Any]:
     cfg = config.images
     if not cfg.url:
         return {}
+    from connectors.imagegen import ImageGenerator
     return {"images": ImageGenerator(cfg.url, cfg.model, secret(cfg.api_key_env), size=cfg.size, fetcher=fetcher,
                                      timeout_s=cfg.timeout_s, max_bytes=int(cfg.max_mb * 1024 * 1024))}
 
@@ -136,6 +140,9 @@ def workspace(config: Config) -> Workspace:
 def terminal(config: Config, store: Store) -> Terminal:
     """The terminal service: commands run in the workspace with every configured secret scrubbed from
     their environment; under bwrap they cannot see the data directory (the store holds every chat)."""
+    from connectors.processes import Settings
+    from connectors.shellrules import Rule
+    from toolsets.jobs import Terminal
     ws = workspace(config)
     cfg = config.terminal
     data = config.store_path.parent
@@ -229,6 +236,8 @@ class GatewayPorts:
 
 async def build_services(config: Config, store: Store, ports: GatewayPorts) -> dict[str, Any]:
     """Every service by the name tools ask for; connectors only when configured."""
+    from gateway.automations.scheduler import AutomationService  # APScheduler: not for `anyy doctor`
+
     services: dict[str, Any] = {"surfaces": ports.surfaces, **connectors(config), **web_services(config.web),
                                 **media_services(config, store), **browser_services(config),
                                 "memory": MemoryLimits(max_chars=config.runtime.memory_max_chars),
@@ -251,12 +260,15 @@ async def build_services(config: Config, store: Store, ports: GatewayPorts) -> d
 
 
 def desktop(cfg: ComputerUseConfig) -> Desktop:
+    from connectors.desktop import Desktop, DesktopSettings
     return Desktop(DesktopSettings(display=cfg.display, xvfb=cfg.xvfb, width=cfg.width, height=cfg.height))
 
 
 async def computer_use(cfg: ComputerUseConfig, start_xvfb: bool) -> ComputerUse | None:
     """The computer_use service, its display up (Xvfb started when configured); None when the display
     cannot be had (logged; the toolset is then absent and `anyy doctor` says why)."""
+    from connectors.desktop import DesktopError
+    from toolsets.computer_use import ComputerUse
     driver = desktop(cfg)
     try:
         width, height = await driver.start(start_xvfb=start_xvfb)
@@ -273,6 +285,7 @@ async def computer_use_check(cfg: ComputerUseConfig) -> list[tuple[str, str, str
     short-lived Xvfb when Anyy starts its own)."""
     if not cfg.enabled:
         return []
+    from connectors.desktop import DesktopError
     driver = desktop(cfg)
     try:
         try:
@@ -308,6 +321,7 @@ async def connector_checks(config: Config) -> list[tuple[str, str, str]]:
                 else:
                     lines.append(("✓", "email", f"{st.account}: {st.messages} messages, {st.unseen} unseen; SMTP {st.smtp}"))
             else:
+                from connectors.calendar import CalendarNotFound
                 cals = await client.calendars()
                 lines.append(("✓", "calendar", f"{len(cals)} calendar(s): {', '.join(c.name for c in cals)[:120]}"))
                 if client.settings.default_calendar:
@@ -328,6 +342,7 @@ async def connector_checks(config: Config) -> list[tuple[str, str, str]]:
 
 def browser_check(config: Config) -> tuple[str, str, str]:
     """`anyy doctor`'s browser line: which Chromium will be driven (nothing is started)."""
+    from connectors.browser import find_executable
     found = find_executable(config.browser.executable)
     if found is None:
         wanted = config.browser.executable or "chromium, chromium-browser or google-chrome on PATH"

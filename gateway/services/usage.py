@@ -12,12 +12,12 @@ from __future__ import annotations
 import argparse
 import json
 from datetime import date, datetime, time, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gateway.config import Config, ModelConfig
-from store.db import Store
-from store.records import iso, utcnow
-from store.usage import UsageRepo, UsageTotal
+if TYPE_CHECKING:  # `add_parser` is part of `anyy --help`: the store is imported when a report is made
+    from gateway.config import Config, ModelConfig
+    from store.db import Store
+    from store.usage import UsageTotal
 
 
 def cost(t: UsageTotal, prices: ModelConfig) -> float | None:
@@ -56,6 +56,8 @@ def start_of_today(config: Config) -> datetime:
 
 async def usage_report(store: Store, config: Config, user_key: str, session_id: str) -> str:
     """The `/usage` text: today, this session, the last 30 days, and per model."""
+    from store.records import iso, utcnow
+    from store.usage import UsageRepo
     repo = UsageRepo(store)
     today = summary(await repo.totals(since=iso(start_of_today(config)), user_key=user_key), config.model)
     session = summary(await repo.totals(since="", session_id=session_id), config.model)
@@ -81,6 +83,8 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
 
 
 async def usage_cli(config: Config, args: argparse.Namespace) -> int:
+    from store.records import iso, utcnow
+    from store.usage import UsageRepo
     since = datetime.combine(args.since, time(), config.tz) if args.since else utcnow() - timedelta(days=30)
     async with config.new_store() as store:
         data = summary(await UsageRepo(store).totals(since=iso(since)), config.model)

@@ -1,0 +1,116 @@
+"""Start-up loads only what is configured: the modules a fresh `anyy` process has imported.
+
+Each check runs a real process (the `anyy` command, or `python -c`) with a default config in a temp
+directory and reads `sys.modules` as the process exits, so what a command imports on its way, lazily
+included, is counted. A feature that is not configured must leave its libraries unloaded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+from tests.support.cli import SUBPROCESS_S, model_config
+
+# Libraries that only an optional feature needs (a connector, a surface, the dashboard, MCP, PostgreSQL,
+# the browser) or that nothing of a default start-up should bring along (httpx's CLI brings pygments;
+# APScheduler's process pool brings multiprocessing).
+FORBIDDEN = frozenset({
+    "aiohttp", "PIL", "jinja2", "lxml", "trafilatura", "pypdf", "jsonschema", "icalendar", "recurring_ical_events",
+    "pygments", "yaml", "mcp", "mcp_types", "telegram", "slack_sdk", "slack_bolt", "psycopg", "playwright",
+    "markdown_it", "multiprocessing", "tornado", "cryptography",
+})
+# `anyy doctor` checks that web_fetch can read an HTML page (web is on in every config), which is
+# the import of the extractor's chain; the rest stays unloaded.
+DOCTOR_CHECKS_THE_EXTRACTOR = frozenset({"lxml", "trafilatura"})
+# `anyy chat` fires schedules when no resident holds the store, and APScheduler imports multiprocessing
+# (for its process pool) with its scheduler classes.
+CHAT_RUNS_THE_SCHEDULER = frozenset({"multiprocessing"})
+# What `import gateway.cli.main` may load beyond `import asyncio, sqlite3`: the parser's modules and a
+# few standard ones. Building the parser must stay this cheap, since `anyy --help` is all of it.
+CLI_MAIN_GATEWAY = {"gateway", "gateway.cli", "gateway.cli.admin", "gateway.cli.doctor", "gateway.cli.main",
+                    "gateway.cli.mcp", "gateway.logs", "gateway.services", "gateway.services.usage"}
+CLI_MAIN_MAX_EXTRA = 40  # modules beyond the bare interpreter's; 23 when this was written
+
+ROOT = Path(__file__).resolve().parent.parent
+# Runs `python -m gateway.cli ARGS` and writes every loaded module's name when the process exits.
+DUMP = ("import atexit, runpy, sys\n"
+        "out = sys.argv.pop(1)\n"
+        "atexit.register(lambda: open(out, 'w').write('\\n'.join(n for n, m in sys.modules.items() if m)))\n"
+        "runpy.run_module('gateway.cli', run_name='__main__', alter_sys=True)\n")
+
+
+async def run(argv: list[str], env: dict[str, str], stdin: str = "") -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(*argv, env=env, cwd=ROOT, stdin=asyncio.subprocess.PIPE,
+                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(stdin.encode()), SUBPROCESS_S)
+    return proc.returncode or 0, out.decode(), err.decode()
+
+
+async def anyy_modules(tmp_path: Path, env: dict[str, str], *args: str, stdin: str = "") -> tuple[set[str], str]:
+    """The modules loaded by `anyy ARGS` by the time it exits, and what it printed."""
+    dump = tmp_path / "modules.txt"
+    code, out, err = await run([sys.executable, "-c", DUMP, str(dump), *args], env, stdin)
+    assert code in (0, 1), err  # doctor exits 1 on a failed check; the imports are what is tested
+    return set(dump.read_text().split()), out
+
+
+async def python_modules(code: str, env: dict[str, str]) -> set[str]:
+    status, out, err = await run([sys.executable, "-c", f"{code}\nimport sys\n"
+                                  "print('\\n'.join(n for n, m in sys.modules.items() if m))"], env)
+    assert status == 0, err
+    return set(out.split())
+
+
+def tops(modules: set[str]) -> set[str]:
+    return {m.split(".")[0] for m in modules}
+
+
+def libraries(modules: set[str]) -> set[str]:
+    """The top-level names that are not the standard library's (nor its private helpers')."""
+    return {t for t in tops(modules) if t not in sys.stdlib_module_names and not t.startswith("_")}
+
+
+async def test_importing_the_cli_loads_the_parser_and_nothing_else(home):
+    bare = await python_modules("import asyncio, sqlite3", home)
+    loaded = await python_modules("import asyncio, sqlite3\nimport gateway.cli.main", home)
+    extra = loaded - bare
+    assert {m for m in extra if m.split(".")[0] in ("gateway", "connectors", "toolsets", "store")} == CLI_MAIN_GATEWAY
+    assert libraries(extra) == {"gateway"}  # no third-party library at all
+    assert len(extra) <= CLI_MAIN_MAX_EXTRA, sorted(extra)
+
+
+async def test_help_loads_no_library(tmp_path, home):
+    modules, out = await anyy_modules(tmp_path, home, "--help")
+    assert "doctor" in out and "chat" in out
+    assert tops(modules) & FORBIDDEN == set()
+    assert libraries(modules) == {"gateway"}
+
+
+async def test_doctor_loads_only_what_it_checks(tmp_path, home, model):
+    cfg = model_config(tmp_path, model)
+    modules, out = await anyy_modules(tmp_path, home, "doctor", "--config", cfg)
+    assert "model: openai fake-1" in out and "web: fetch" in out
+    assert tops(modules) & (FORBIDDEN - DOCTOR_CHECKS_THE_EXTRACTOR) == set()
+
+
+async def test_chat_to_its_first_reply_loads_no_optional_library(tmp_path, home, model):
+    cfg = model_config(tmp_path, model)
+    modules, out = await anyy_modules(tmp_path, home, "chat", "--config", cfg, stdin="hello\n")
+    assert out.splitlines() == ["echo: hello"]
+    assert tops(modules) & (FORBIDDEN - CHAT_RUNS_THE_SCHEDULER) == set()
+    # Every toolset is registered, its descriptor known, without its connector's library.
+    assert {"toolsets.calendar", "toolsets.email", "toolsets.browser", "toolsets.media_generation"} <= modules
+
+
+async def test_a_configured_feature_loads_its_library(tmp_path, home, model):
+    """The other side: the checks above would pass if nothing were ever imported. A skill in the
+    managed root is read at start, so the chat loads yaml for it."""
+    skill = Path(home["ANYY_HOME"]) / "skills" / "greet"
+    skill.mkdir(parents=True)
+    (skill / "SKILL.md").write_text("---\nname: greet\ndescription: Greets people.\n---\n\nSay hello.\n")
+    cfg = model_config(tmp_path, model)
+    modules, out = await anyy_modules(tmp_path, home, "doctor", "--config", cfg)
+    assert "1 skill(s): greet" in out
+    assert "yaml" in tops(modules)
