@@ -80,7 +80,7 @@ class HttpModelClient(abc.ABC):
         self._api_key = api_key or None
         self._api_key_env = api_key_env
         self._policy = RetryPolicy(max_retries=max_retries, backoff_base_s=backoff_base_s)
-        self._http = httpx.AsyncClient(timeout=httpx.Timeout(timeout_s))
+        self._http = httpx.AsyncClient(timeout=httpx.Timeout(timeout_s), verify=_tls_for(self.base_url))
         self._where = _display_url(self.base_url)
 
     @abc.abstractmethod
@@ -282,6 +282,15 @@ def _describe_transport_error(exc: BaseException) -> str:
     if isinstance(exc, httpx.RemoteProtocolError):
         return "the connection closed before a complete response"
     return f"connection failed: {exc or type(exc).__name__}"
+
+
+def _tls_for(base_url: str) -> ssl.SSLContext | bool:
+    """Verify certificates as httpx does (its CA bundle) for an https model. A plain-http model never
+    speaks TLS: its client gets a context that trusts no certificate, which fails closed and spares
+    every start the ~20 ms of reading the CA bundle."""
+    if base_url.lower().startswith("https:"):
+        return True
+    return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
 
 
 def _display_url(base_url: str) -> str:
