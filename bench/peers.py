@@ -11,7 +11,8 @@ same machine in one run, for issue 25's goals stated against them.
    of bench/fake_model_server.py in its own process. The fake notes when each request arrived and when
    its response was finished; a turn's overhead is its wall time minus the time requests spent inside the
    fake during it, the same subtraction for every agent whatever HTTP client it uses. anyy is
-   bench/turn_overhead.py's run (bench/peers/anyy_turns.py); the peers run under their own venvs'
+   bench/turn_overhead.py's run (bench/peers/anyy_turns.py), once as it is (replies not streamed, as
+   nanobot's SDK does) and once streamed (as Hermes always does); the peers run under their own venvs'
    Pythons through their public Python APIs (bench/peers/nanobot_turns.py, hermes_turns.py).
 
 Each peer is installed on demand into its own throwaway venv (`python -m venv` + pip, as their quick
@@ -59,8 +60,8 @@ class Peer:
         python = self.venv(root) / "bin" / "python"
         if not python.exists():
             return False
-        probe = subprocess.run([str(python), "-c", f"import importlib.metadata as m; print(m.version({self.package!r}))"],
-                               capture_output=True, text=True)
+        code = f"from importlib.metadata import version; print(version({self.package!r}))"
+        probe = subprocess.run([str(python), "-c", code], capture_output=True, text=True)
         return probe.stdout.strip() == self.version
 
     def install(self, root: Path) -> None:
@@ -151,62 +152,96 @@ def model_calls(first: int, end: int) -> int:
     return sum(2 if i % 4 == 0 else 1 for i in range(first, end))
 
 
-def turns_of(name: str, argv: list[str], env: dict[str, str], work: Path, fake: bool) -> dict[str, Any]:
-    """Run one agent's driver; with `fake`, start the fake model for it and pass its URL first."""
-    times, out, log = work / f"{name}-model-times.json", work / f"{name}-turns.json", work / f"{name}.log"
-    env = {**env, "ANYY_BENCH_MODEL_TIMES": str(times)}
-    server = None
-    if fake:
-        server = subprocess.Popen([sys.executable, str(ROOT / "bench" / "fake_model_server.py")],
-                                  env={**env, "PYTHONPATH": str(ROOT)},
-                                  stdout=subprocess.PIPE, text=True)
-        assert server.stdout is not None
-        argv = [argv[0], argv[1], server.stdout.readline().strip(), *argv[2:]]
-    load0 = load()
-    try:
-        with log.open("w") as sink:
-            done = subprocess.run(argv, env=env, stdout=sink, stderr=subprocess.STDOUT)
-    finally:
-        if server is not None:
-            server.terminate()
-            server.wait()
-    if done.returncode != 0:
-        raise SystemExit(f"the {name} run failed, see {log}:\n{log.read_text()[-2000:]}")
-    result = json.loads(out.read_text())
-    requests = [tuple(r) for r in json.loads(times.read_text())]
-    overhead, wall, per_turn = [], [], []
-    for span in result["spans"]:
-        model_s, count = overlap(span, requests)
-        wall.append((span[1] - span[0]) * 1000)
-        overhead.append((span[1] - span[0] - model_s) * 1000)
-        per_turn.append(count)
-    turns = len(per_turn)
-    result.update(overhead_ms=overhead, wall_ms=wall, requests_in_turns=sum(per_turn),
-                  requests_expected=model_calls(WARMUP_TURNS, WARMUP_TURNS + turns), requests_total=len(requests),
-                  requests_total_expected=model_calls(0, WARMUP_TURNS + turns), load=f"{load0} -> {load()}")
-    return result
+class Driver:
+    """One agent's driver process, stepped turn by turn through two pipes (bench/peers/mix.py's
+    Lockstep); with `fake`, it gets a fake model of its own, whose URL goes first in its arguments."""
+
+    def __init__(self, name: str, argv: list[str], env: dict[str, str], work: Path, fake: bool) -> None:
+        self.name, self.out, self.log = name, work / f"{name}-turns.json", work / f"{name}.log"
+        self.times = work / f"{name}-model-times.json"
+        env = {**env, "ANYY_BENCH_MODEL_TIMES": str(self.times)}
+        self.server = None
+        if fake:
+            self.server = subprocess.Popen([sys.executable, str(ROOT / "bench" / "fake_model_server.py")],
+                                           env={**env, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE, text=True)
+            assert self.server.stdout is not None
+            argv = [argv[0], argv[1], self.server.stdout.readline().strip(), *argv[2:]]
+        go_r, self._go = os.pipe()
+        self._done, done_w = os.pipe()
+        with self.log.open("w") as sink:
+            self.proc = subprocess.Popen([*argv, str(self.out)], env={**env, "ANYY_BENCH_LOCKSTEP": f"{go_r},{done_w}"},
+                                         stdout=sink, stderr=subprocess.STDOUT, pass_fds=(go_r, done_w))
+        os.close(go_r)
+        os.close(done_w)
+
+    def wait_for(self, what: bytes) -> None:
+        if os.read(self._done, 1) != what:
+            self.proc.wait()
+            raise SystemExit(f"the {self.name} run failed, see {self.log}:\n{self.log.read_text()[-2000:]}")
+
+    def turn(self) -> None:
+        os.write(self._go, b"g")
+        self.wait_for(b"d")
+
+    def finish(self) -> dict[str, Any]:
+        code = self.proc.wait()
+        os.close(self._go)
+        os.close(self._done)
+        if self.server is not None:
+            self.server.terminate()
+            self.server.wait()
+        if code != 0:
+            raise SystemExit(f"the {self.name} run failed, see {self.log}:\n{self.log.read_text()[-2000:]}")
+        result: dict[str, Any] = json.loads(self.out.read_text())
+        requests = [tuple(r) for r in json.loads(self.times.read_text())]
+        overhead, wall, per_turn = [], [], []
+        for span in result["spans"]:
+            model_s, count = overlap(span, requests)
+            wall.append((span[1] - span[0]) * 1000)
+            overhead.append((span[1] - span[0] - model_s) * 1000)
+            per_turn.append(count)
+        end = WARMUP_TURNS + len(per_turn)
+        result.update(overhead_ms=overhead, wall_ms=wall, requests_in_turns=sum(per_turn),
+                      odd_turns=[i for i, n in enumerate(per_turn, WARMUP_TURNS) if n != model_calls(i, i + 1)],
+                      requests_expected=model_calls(WARMUP_TURNS, end), requests_total=len(requests),
+                      requests_total_expected=model_calls(0, end))
+        return result
 
 
-def turn_table(runs: dict[str, dict[str, Any]]) -> None:
+def alternate_turns(drivers: list[Driver], turns: int) -> dict[str, dict[str, Any]]:
+    """Every agent's turn i, one agent at a time in an order rotated from turn to turn, then turn i+1."""
+    for d in drivers:  # each says when it is set up
+        d.wait_for(b"r")
+    for i in range(WARMUP_TURNS + turns):
+        for d in drivers[i % len(drivers):] + drivers[:i % len(drivers)]:
+            d.turn()
+    return {d.name: d.finish() for d in drivers}
+
+
+def turn_table(runs: dict[str, dict[str, Any]], load_seen: str) -> None:
     anyy = runs["anyy"]
-    print(f"\noverhead per turn, {len(anyy['spans'])} turns after {WARMUP_TURNS} warm-up")
-    print(f"{'agent':<16} {'p50 ms':>8} {'p99 ms':>8} {'wall p50':>9} {'CPU/turn':>9} {'RSS MB':>7} "
-          f"{'x anyy p50':>10} {'x anyy p99':>10}  model requests: measured turns, whole run (expected); load")
+    print(f"\noverhead per turn, {len(anyy['spans'])} turns after {WARMUP_TURNS} warm-up, the agents alternating "
+          f"turn by turn; load {load_seen}")
+    print(f"{'agent':<20} {'p50 ms':>8} {'p99 ms':>8} {'wall p50':>9} {'CPU/turn':>9} {'RSS MB':>7} "
+          f"{'x anyy p50':>10} {'x anyy p99':>10}  model requests: measured turns, whole run (expected)")
     for name, r in runs.items():
         p50, p99 = statistics.median(r["overhead_ms"]), pct(r["overhead_ms"], 99)
         cpu = r["cpu_s"] * 1000 / len(r["spans"])
         x50 = p50 / statistics.median(anyy["overhead_ms"])
         x99 = p99 / pct(anyy["overhead_ms"], 99)
-        print(f"{name + ' ' + r['version']:<16} {p50:>8.2f} {p99:>8.2f} {statistics.median(r['wall_ms']):>9.2f} "
+        print(f"{name + ' ' + r['version']:<20} {p50:>8.2f} {p99:>8.2f} {statistics.median(r['wall_ms']):>9.2f} "
               f"{cpu:>9.2f} {r['rss_mb']:>7.0f} {x50:>10.1f} {x99:>10.1f}  "
               f"{r['requests_in_turns']} ({r['requests_expected']}), {r['requests_total']} "
-              f"({r['requests_total_expected']}); {r['load']}")
-    own = anyy["turn_overhead"]
-    print(f"(turn_overhead.py's own figures for anyy, model time taken at its client: settled p50 "
-          f"{own['settled_p50']:.2f} ms p99 {own['settled_p99']:.2f} ms, on screen p50 {own['visible_p50']:.2f} ms)")
+              f"({r['requests_total_expected']})")
+    streamed, hermes = runs["anyy-streamed"]["overhead_ms"], runs["hermes"]["overhead_ms"]
+    print(f"hermes / anyy-streamed (both streaming): p50 {statistics.median(hermes) / statistics.median(streamed):.1f}x"
+          f", p99 {pct(hermes, 99) / pct(streamed, 99):.1f}x")
     for name, r in runs.items():
-        if name != "anyy":
-            print(f"{name}: {len(r['tools'])} tools offered: {', '.join(r['tools'])}; tasks created {r['tasks_created']}")
+        if r["odd_turns"]:
+            print(f"{name}: turns with more or fewer model requests than the mix needs: {r['odd_turns']}")
+        if "tools" in r:
+            print(f"{name}: {len(r['tools'])} tools offered: {', '.join(r['tools'])}; "
+                  f"tasks created {r['tasks_created']}")
 
 
 def main() -> None:
@@ -236,16 +271,20 @@ def main() -> None:
                         "python": ([sys.executable, "-c", "import asyncio, sqlite3"], ours)}
             report["startup"] = startup(commands, args.rounds)
         if args.skip != "turns":
-            runs = {"anyy": turns_of("anyy", [sys.executable, str(DRIVERS / "anyy_turns.py"), str(args.turns),
-                                              str(work / "anyy-turns.json")], ours, work, fake=False)}
+            anyy = [sys.executable, str(DRIVERS / "anyy_turns.py"), str(args.turns)]
+            # Hermes streams every request (its loop prefers it even with nobody to show the text to);
+            # nanobot's SDK and turn_overhead.py's default do not, so anyy runs a second time, streamed.
+            drivers = [Driver("anyy", anyy, ours, work, fake=False),
+                       Driver("anyy-streamed", [*anyy, "stream"], ours, work, fake=False)]
             for peer in PEERS:
-                peer_work = work / peer.name
-                peer_work.mkdir()
-                runs[peer.name] = turns_of(peer.name, [str(peer.venv(args.venv_dir) / "bin" / "python"),
-                                                       str(DRIVERS / f"{peer.name}_turns.py"), str(args.turns),
-                                                       str(WARMUP_TURNS), str(work / f"{peer.name}-turns.json"),
-                                                       str(peer_work)], env, work, fake=True)
-            turn_table(runs)
+                (work / peer.name).mkdir()
+                drivers.append(Driver(peer.name, [str(peer.venv(args.venv_dir) / "bin" / "python"),
+                                                  str(DRIVERS / f"{peer.name}_turns.py"), str(args.turns),
+                                                  str(WARMUP_TURNS), str(work / peer.name)], env, work, fake=True))
+            load0 = load()
+            runs = alternate_turns(drivers, args.turns)
+            report["turns_load"] = f"{load0} -> {load()}"
+            turn_table(runs, report["turns_load"])
             report["turns"] = runs
     print(f"\nload average at the end {load()} (at the start {report['load_start']}); "
           f"took {time.perf_counter() - started:.0f} s")

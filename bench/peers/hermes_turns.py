@@ -5,7 +5,7 @@ conversation_history=...)` with the history it returned last time and its SQLite
 pointing at the fake. A `task_create` tool is registered in Hermes's tool registry next to its default
 tools so the fake's tool calls run a real (trivial) tool, as they do in anyy.
 
-    <venv>/bin/python bench/peers/hermes_turns.py URL TURNS WARMUP OUT.json WORKDIR
+    <venv>/bin/python bench/peers/hermes_turns.py URL TURNS WARMUP WORKDIR OUT.json
 
 Hermes keeps its config and state in HERMES_HOME, set to WORKDIR/hermes-home here, with a config.yaml
 that turns off what would call the model between turns: the memory and user-profile review and the
@@ -23,7 +23,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from mix import cpu_now, message, now, write_result  # noqa: E402
+from mix import Lockstep, cpu_now, message, now, write_result  # noqa: E402
 
 created: list[str] = []
 
@@ -62,12 +62,15 @@ def main(url: str, turns: int, warmup: int, out: Path, work: Path) -> None:
     spans: list[tuple[float, float]] = []
     replies: list[str] = []
     cpu0 = 0.0
+    step = Lockstep()
     for i in range(turns + warmup):
+        step.before_turn()
         if i == warmup:
             cpu0 = cpu_now()
         t0 = now()
         result = agent.run_conversation(message(i), conversation_history=history, task_id="bench-peers")
         t1 = now()
+        step.after_turn()
         history = result["messages"]
         if i >= warmup:
             spans.append((t0, t1))
@@ -79,4 +82,4 @@ def main(url: str, turns: int, warmup: int, out: Path, work: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4]), Path(sys.argv[5]))
+    main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[5]), Path(sys.argv[4]))

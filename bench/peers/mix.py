@@ -1,10 +1,12 @@
-"""The message mix of bench/turn_overhead.py, for the drivers that run in a peer's venv (which cannot
-import the gateway). bench/peers.py checks that anyy's run sent exactly these messages, so the two
-cannot drift apart silently. Plain standard library: it runs under the peers' Pythons."""
+"""What every driver shares: bench/turn_overhead.py's message mix, for the drivers that run in a peer's
+venv (which cannot import the gateway; bench/peers.py checks that anyy's run sent exactly these messages,
+so the two cannot drift apart silently), the turn-by-turn lockstep, and the result file. Plain standard
+library: it runs under the peers' Pythons."""
 
 from __future__ import annotations
 
 import json
+import os
 import resource
 import sys
 import time
@@ -32,3 +34,27 @@ def cpu_now() -> float:
 
 
 now = time.monotonic
+
+
+class Lockstep:
+    """Lets bench/peers.py alternate the agents turn by turn, so a change in the machine's load falls on
+    all of them alike: each turn waits for a byte on one pipe and reports its end on another (their file
+    descriptors in ANYY_BENCH_LOCKSTEP="go,done"). Without that variable the driver runs freely."""
+
+    def __init__(self) -> None:
+        fds = os.environ.get("ANYY_BENCH_LOCKSTEP")
+        self._go, self._done = (int(fd) for fd in fds.split(",")) if fds else (-1, -1)
+        self._ready = False
+
+    def before_turn(self) -> None:
+        if self._go < 0:
+            return
+        if not self._ready:  # the first turn: say the agent is set up, then wait like every turn
+            os.write(self._done, b"r")
+            self._ready = True
+        if os.read(self._go, 1) != b"g":
+            raise SystemExit("bench/peers.py went away")
+
+    def after_turn(self) -> None:
+        if self._done >= 0:
+            os.write(self._done, b"d")

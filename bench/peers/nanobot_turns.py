@@ -4,7 +4,7 @@ on one persistent session, so history is loaded and saved every turn as in its g
 "custom" OpenAI-compatible provider pointing at the fake. A `task_create` tool is registered next to
 nanobot's default tools so the fake's tool calls run a real (trivial) tool, as they do in anyy.
 
-    <venv>/bin/python bench/peers/nanobot_turns.py URL TURNS WARMUP OUT.json WORKDIR
+    <venv>/bin/python bench/peers/nanobot_turns.py URL TURNS WARMUP WORKDIR OUT.json
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from mix import cpu_now, message, now, write_result  # noqa: E402
+from mix import Lockstep, cpu_now, message, now, write_result  # noqa: E402
 
 from loguru import logger  # noqa: E402
 from nanobot import Nanobot  # noqa: E402
@@ -75,12 +75,15 @@ async def main(url: str, turns: int, warmup: int, out: Path, work: Path) -> None
     spans: list[tuple[float, float]] = []
     replies: list[str] = []
     cpu0 = 0.0
+    step = Lockstep()
     for i in range(turns + warmup):
+        step.before_turn()
         if i == warmup:
             cpu0 = cpu_now()
         t0 = now()
         result = await bot.run(message(i), session_key="bench:peers")
         t1 = now()
+        step.after_turn()
         if i >= warmup:
             spans.append((t0, t1))
         replies.append(result.content or "")
@@ -92,4 +95,4 @@ async def main(url: str, turns: int, warmup: int, out: Path, work: Path) -> None
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4]), Path(sys.argv[5])))
+    asyncio.run(main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[5]), Path(sys.argv[4])))
