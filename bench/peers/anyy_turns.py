@@ -57,7 +57,8 @@ def main(turns: int, out: Path, stream: bool) -> None:
     if sent != expected:
         raise SystemExit("bench/turn_overhead.py's messages differ from bench/peers/mix.py's: update mix.py")
     spans = [(s[0], e[0]) for s, e in zip(starts[WARMUP:], ends[WARMUP:], strict=True)]
-    write_result(out, spans, ends[-1][1] - starts[WARMUP][1], agent="anyy", version=version("anyy"), streamed=stream)
+    write_result(out, spans, ends[-1][1] - starts[WARMUP][1], agent="anyy", version=version("anyy"),
+                 streamed=stream)
 
 
 if __name__ == "__main__":
