@@ -1,8 +1,9 @@
 """Drives nanobot (PyPI nanobot-ai) for bench/peers.py, under the Python of nanobot's own venv: its
 Python SDK (`Nanobot(loop).run(message, session_key=...)`, the call its docs give for programmatic use)
 on one persistent session, so history is loaded and saved every turn as in its gateway. The model is a
-"custom" OpenAI-compatible provider pointing at the fake. A `task_create` tool is registered next to
-nanobot's default tools so the fake's tool calls run a real (trivial) tool, as they do in anyy.
+"custom" OpenAI-compatible provider pointing at the fake; it streams every request. A `task_create`
+tool is registered next to nanobot's default tools so the fake's tool calls run a real (trivial) tool,
+as they do in anyy.
 
     <venv>/bin/python bench/peers/nanobot_turns.py URL TURNS WARMUP WORKDIR OUT.json
 """
