@@ -184,6 +184,13 @@ class Driver:
         os.write(self._go, b"g")
         self.wait_for(b"d")
 
+    def kill(self) -> None:
+        """After another driver failed: end this one and its fake."""
+        for proc in (self.proc, self.server):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
     def finish(self) -> dict[str, Any]:
         code = self.proc.wait()
         os.close(self._go)
@@ -211,12 +218,17 @@ class Driver:
 
 def alternate_turns(drivers: list[Driver], turns: int) -> dict[str, dict[str, Any]]:
     """Every agent's turn i, one agent at a time in an order rotated from turn to turn, then turn i+1."""
-    for d in drivers:  # each says when it is set up
-        d.wait_for(b"r")
-    for i in range(WARMUP_TURNS + turns):
-        for d in drivers[i % len(drivers):] + drivers[:i % len(drivers)]:
-            d.turn()
-    return {d.name: d.finish() for d in drivers}
+    try:
+        for d in drivers:  # each says when it is set up
+            d.wait_for(b"r")
+        for i in range(WARMUP_TURNS + turns):
+            for d in drivers[i % len(drivers):] + drivers[:i % len(drivers)]:
+                d.turn()
+        return {d.name: d.finish() for d in drivers}
+    except BaseException:
+        for d in drivers:
+            d.kill()
+        raise
 
 
 def turn_table(runs: dict[str, dict[str, Any]], load_seen: str) -> None:
