@@ -1,19 +1,29 @@
 """The fake model as a separate process for benchmarks, answering by rule instead of by script:
 a user message starting "add a task" gets a task_create call, a tool result gets "Added.", anything
 else gets a reply of a typical length for a chat assistant (about 400 characters). Prints its OpenAI
-base URL, then serves until terminated."""
+base URL, then serves until terminated.
+
+With ANYY_BENCH_MODEL_TIMES=<file> in its environment it also notes, per request, when the request
+reached it and when its response was finished (CLOCK_MONOTONIC seconds, comparable across processes on
+Linux), and writes them to that file as JSON on exit: bench/peers.py subtracts this "model time" from
+each agent's turns the same way whichever client the agent uses."""
 
 from __future__ import annotations
 
+import json
+import os
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.fixtures.model import start_fake_model  # noqa: E402
+from aiohttp import web  # noqa: E402
+
+from tests.fixtures.model import FakeModel, start_fake_model  # noqa: E402
 from tests.support.model_wire import Step, last_user_text, reply, tool_call  # noqa: E402
 
 
@@ -27,8 +37,28 @@ def by_rule(body: dict[str, Any]) -> Step:
     return reply(f"About '{text[:40]}': " + "here is a reasonably detailed answer sentence. " * 8)
 
 
+class TimedFakeModel(FakeModel):
+    """The fake, noting each request's arrival and the end of its response. FakeModel has no hook at the
+    end of a response, so this wraps its handler and finishes the response itself (aiohttp then sees it
+    sent and sends nothing more)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.spans: list[tuple[float, float]] = []
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        start = time.monotonic()
+        response = await super()._handle(request)
+        if not response.prepared:
+            await response.prepare(request)
+            await response.write_eof()
+        self.spans.append((start, time.monotonic()))
+        return response
+
+
 def main() -> None:
-    fake = start_fake_model()
+    times_file = os.environ.get("ANYY_BENCH_MODEL_TIMES")
+    fake = TimedFakeModel().start() if times_file else start_fake_model()
     fake.responder = by_rule
     print(fake.url_openai, flush=True)
     stop = threading.Event()
@@ -36,6 +66,8 @@ def main() -> None:
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     stop.wait()
     fake.stop()
+    if isinstance(fake, TimedFakeModel):
+        Path(times_file or "").write_text(json.dumps(fake.spans))
 
 
 if __name__ == "__main__":
