@@ -61,7 +61,7 @@ _BOOTSTRAP_ATTEMPTS = 3  # setWebhook at start-up
 _ANSWER_LIMIT = 200  # characters Telegram shows in a callback answer
 # Bot API requests at once: replies into different chats go out side by side. Few, because httpcore's
 # pool looks over every connection for every request (its cost grows with the square of this).
-CONNECTIONS = 8
+CONNECTIONS = 4
 CONCURRENT_UPDATES = 64  # updates handled at once (one at a time per chat: handoff.ChatOrdered)
 _MESSAGES = filters.UpdateType.MESSAGE & (
     filters.TEXT | filters.CAPTION | filters.PHOTO | filters.Document.ALL | filters.VOICE | filters.AUDIO)
