@@ -8,7 +8,8 @@ queued `--messages` messages, interleaved as they would arrive after an outage. 
 * every message answered exactly once and, per chat, in order (the reply quotes the message);
 * drain time: from the process's first getUpdates to its last reply, and messages per second;
 * the process's CPU per message (utime + stime from /proc/<pid>/stat over the drain);
-* the Bot API calls it made (sendMessage, sendChatAction) and the fastest a chat received two replies.
+* the Bot API calls it made besides the replies (sendChatAction, editMessageText: a streamed reply sent
+  before it was complete) and the shortest time between two replies into one chat.
 
 `--limits` sets the `[telegram.limits]` section: "raised" lifts Telegram's flood limits far above what the
 gateway can send (so the drain measures the gateway), "telegram" keeps Telegram's own (30/s per bot,
@@ -159,6 +160,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             drain_s = replies[-1].at - started
             result = {"limits": args.limits, "messages": total, "drain_s": drain_s, "per_s": total / drain_s,
                       "cpu_ms_per_message": (cpu1 - cpu0) * 1000 / total, "typing": len(bot.sent("sendChatAction")),
+                      "edits": len(bot.sent("editMessageText")),
                       "min_gap_s": min_gap_s(replies), "first_reply_s": replies[0].at - started,
                       "errors": err.count("ERROR")}
             if args.profile:
@@ -204,7 +206,7 @@ def main() -> None:
     args = ap.parse_args()
     r = asyncio.run(run(args))
     print(f"limits={r['limits']} messages={r['messages']} drain={r['drain_s']:.2f}s rate={r['per_s']:.1f}/s "
-          f"cpu={r['cpu_ms_per_message']:.2f} ms/message typing_actions={r['typing']} "
+          f"cpu={r['cpu_ms_per_message']:.2f} ms/message typing_actions={r['typing']} edits={r['edits']} "
           f"first_reply={r['first_reply_s']:.2f}s min_gap_same_chat={r['min_gap_s']:.3f}s "
           f"error_lines={r['errors']} load={os.getloadavg()[0]:.2f}")
     for part, share in r.get("profile", {}).items():
