@@ -9,7 +9,8 @@ queued `--messages` messages, interleaved as they would arrive after an outage. 
 * drain time: from the process's first getUpdates to its last reply, and messages per second;
 * the process's CPU per message (utime + stime from /proc/<pid>/stat over the drain);
 * the Bot API calls it made besides the replies (sendChatAction, editMessageText: a streamed reply sent
-  before it was complete) and the shortest time between two replies into one chat.
+  before it was complete), the shortest time between two replies into one chat and the most messages
+  (sends and edits) that arrived within one second.
 
 `--limits` sets the `[telegram.limits]` section: "raised" lifts Telegram's flood limits far above what the
 gateway can send (so the drain measures the gateway), "telegram" keeps Telegram's own (30/s per bot,
@@ -102,6 +103,17 @@ def check(replies: list[Call], chats: int, messages: int) -> None:
     assert not wrong, f"chats not answered exactly once in order: {dict(list(wrong.items())[:5])}"
 
 
+def peak_per_s(calls: list[Call]) -> int:
+    """The most calls that arrived within any one second (what the per-bot limit bounds)."""
+    at = sorted(c.at for c in calls)
+    start, peak = 0, 0
+    for end, t in enumerate(at):
+        while t - at[start] >= 1.0:
+            start += 1
+        peak = max(peak, end - start + 1)
+    return peak
+
+
 def min_gap_s(replies: list[Call]) -> float:
     """The shortest time between two replies to the same chat (what the per-chat limit bounds)."""
     last: dict[str, float] = {}
@@ -161,7 +173,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             result = {"limits": args.limits, "messages": total, "drain_s": drain_s, "per_s": total / drain_s,
                       "cpu_ms_per_message": (cpu1 - cpu0) * 1000 / total, "typing": len(bot.sent("sendChatAction")),
                       "edits": len(bot.sent("editMessageText")),
-                      "min_gap_s": min_gap_s(replies), "first_reply_s": replies[0].at - started,
+                      "min_gap_s": min_gap_s(replies),
+                      "peak_per_s": peak_per_s(bot.sent("sendMessage") + bot.sent("editMessageText")), "first_reply_s": replies[0].at - started,
                       "errors": err.count("ERROR")}
             if args.profile:
                 raw = (tmp / "profile.txt").read_text()
@@ -208,6 +221,7 @@ def main() -> None:
     print(f"limits={r['limits']} messages={r['messages']} drain={r['drain_s']:.2f}s rate={r['per_s']:.1f}/s "
           f"cpu={r['cpu_ms_per_message']:.2f} ms/message typing_actions={r['typing']} edits={r['edits']} "
           f"first_reply={r['first_reply_s']:.2f}s min_gap_same_chat={r['min_gap_s']:.3f}s "
+          f"peak_messages_in_1s={r['peak_per_s']} "
           f"error_lines={r['errors']} load={os.getloadavg()[0]:.2f}")
     for part, share in r.get("profile", {}).items():
         print(f"  {share:5.1f} %  {part}")

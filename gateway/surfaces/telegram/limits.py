@@ -1,11 +1,11 @@
 """Telegram's flood limits, kept on our side: a request waits for its turn instead of being refused.
 
 Telegram allows a bot about 30 messages a second over all chats, one a second into one chat, and 20 a
-minute into one group (`[telegram.limits]`, docs/telegram.md). `FloodLimiter` is PTB's rate-limiter hook (it also keeps the
-requests under way to the connections there are, so none queues inside httpcore's pool):
-every request to a chat waits on the bot's leaky bucket; a message (anything but a chat action: the
-typing sign must never delay the reply it announces) also waits on its chat's, and in a group on the
-group's. Each chat has its own bucket, so one busy chat never slows the others down.
+minute into one group (`[telegram.limits]`, docs/telegram.md). `FloodLimiter` is PTB's rate-limiter hook
+(it also keeps the requests under way to the connections there are, so none queues inside httpcore's
+pool): every request to a chat waits on the bot's rate; a message (anything but a chat action: the
+typing sign must never delay the reply it announces) also waits for its chat's spacing, and in a group
+for the group's rate. Each chat is paced on its own, so one busy chat never slows the others down.
 
 Should Telegram still answer 429 (another process uses the same token, the limits were set too high),
 every request to a chat pauses for the `retry_after` it names. The refused request is sent again after
@@ -16,9 +16,9 @@ retries the row once `retry_after` has passed.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
 from typing import Any
 
 from aiolimiter import AsyncLimiter
@@ -34,14 +34,26 @@ UNTHROTTLED = frozenset({"sendChatAction"})  # counted against the bot, never ag
 _PRUNE_AT = 512  # chats with a bucket of their own before idle buckets are dropped
 
 
+@dataclass
+class _Chat:
+    """One chat's pacing: its messages one at a time, each no sooner than `next_at` (loop time)."""
+
+    turn: asyncio.Lock = field(default_factory=asyncio.Lock)
+    next_at: float = 0.0
+
+
 class FloodLimiter(BaseRateLimiter[int]):
-    """Per-bot, per-chat and per-group leaky buckets in front of every Bot API request to a chat."""
+    """Per-bot, per-chat and per-group limits in front of every Bot API request to a chat.
+
+    A chat's messages are spaced by 1 / per_chat_per_s, measured from when each one is actually sent
+    (after waiting for a connection), so Telegram sees them that far apart whatever the wait; the bot's
+    and a group's rates are leaky buckets (short bursts, then the rate)."""
 
     def __init__(self, limits: TelegramLimits, in_flight: int) -> None:
         self.limits = limits
         self._slots = asyncio.Semaphore(in_flight)  # requests under way at once: no more than connections
         self._bot = AsyncLimiter(limits.per_bot_per_s, 1)
-        self._chats: dict[int | str, AsyncLimiter] = {}
+        self._chats: dict[int | str, _Chat] = {}
         self._groups: dict[int | str, AsyncLimiter] = {}
         self._resume_at = 0.0  # loop time before which no request goes to a chat (a 429's retry_after)
 
@@ -54,48 +66,63 @@ class FloodLimiter(BaseRateLimiter[int]):
     async def process_request(self, callback: Callable[..., Coroutine[Any, Any, Any]], args: Any,
                               kwargs: dict[str, Any], endpoint: str, data: dict[str, Any],
                               rate_limit_args: int | None) -> Any:
-        """Wait for the request's turn in its buckets, then send it; wait out a 429 and send it again."""
+        """Wait for the request's turn, then send it; wait out a 429 and send it again."""
         chat = _chat(data.get("chat_id"))
         if chat is None:  # getMe, setMyCommands, answerCallbackQuery…: not sent to a chat
             return await callback(*args, **kwargs)
         retries = self.limits.retries if rate_limit_args is None else rate_limit_args
         for attempt in range(retries + 1):
-            async with contextlib.AsyncExitStack() as buckets:
-                if endpoint not in UNTHROTTLED:
-                    if _is_group(chat):
-                        await buckets.enter_async_context(self._bucket(self._groups, chat, self.limits.per_group_per_min, 60))
-                    await buckets.enter_async_context(self._bucket(self._chats, chat, self.limits.per_chat_per_s, 1))
-                await buckets.enter_async_context(self._bot)
-                await self._paused()
-                await buckets.enter_async_context(self._slots)
-                try:
-                    return await callback(*args, **kwargs)
-                except RetryAfter as exc:
-                    self._pause(retry_after_s(exc))
-                    log.warning("telegram_flood_wait method=%s in_s=%.1f attempt=%s", endpoint, retry_after_s(exc),
-                                attempt + 1)
-                    if attempt == retries:
-                        raise
+            try:
+                if endpoint in UNTHROTTLED:
+                    return await self._send(None, callback, args, kwargs)
+                if _is_group(chat):
+                    await self._group(chat).acquire()
+                pacing = self._chat_pacing(chat)
+                async with pacing.turn:
+                    return await self._send(pacing, callback, args, kwargs)
+            except RetryAfter as exc:
+                self._resume_at = max(self._resume_at, asyncio.get_running_loop().time() + retry_after_s(exc))
+                log.warning("telegram_flood_wait method=%s in_s=%.1f attempt=%s", endpoint, retry_after_s(exc),
+                            attempt + 1)
+                if attempt == retries:
+                    raise
         raise AssertionError("unreachable: the last attempt returns or raises")
 
-    def _pause(self, seconds: float) -> None:
-        """Hold every request to a chat for `seconds` (Telegram does not say which limit was hit)."""
-        self._resume_at = max(self._resume_at, asyncio.get_running_loop().time() + seconds)
-
-    async def _paused(self) -> None:
+    async def _send(self, pacing: _Chat | None, callback: Callable[..., Coroutine[Any, Any, Any]], args: Any,
+                    kwargs: dict[str, Any]) -> Any:
         loop = asyncio.get_running_loop()
-        while (left := self._resume_at - loop.time()) > 0:
-            await asyncio.sleep(left)
+        if pacing is not None:
+            await _until(pacing.next_at)
+        async with self._slots:
+            await self._bot.acquire()
+            while self._resume_at > loop.time():  # a 429 holds every chat (it may be extended meanwhile)
+                await asyncio.sleep(self._resume_at - loop.time())
+            if pacing is not None:
+                pacing.next_at = loop.time() + 1 / self.limits.per_chat_per_s
+            return await callback(*args, **kwargs)
 
-    @staticmethod
-    def _bucket(buckets: dict[int | str, AsyncLimiter], chat: int | str, rate: float, period: float) -> AsyncLimiter:
-        if len(buckets) > _PRUNE_AT:  # forget chats whose bucket has drained: they start afresh
-            for key in [k for k, b in buckets.items() if k != chat and b.has_capacity(b.max_rate)]:
-                del buckets[key]
-        bucket = buckets.get(chat)
+    def _chat_pacing(self, chat: int | str) -> _Chat:
+        if len(self._chats) > _PRUNE_AT:  # forget chats that could send now anyway
+            now = asyncio.get_running_loop().time()
+            for key in [k for k, c in self._chats.items() if c.next_at <= now and not c.turn.locked()]:
+                del self._chats[key]
+        return self._chats.setdefault(chat, _Chat())
+
+    def _group(self, chat: int | str) -> AsyncLimiter:
+        if len(self._groups) > _PRUNE_AT:  # forget groups whose bucket has drained: they start afresh
+            for key in [k for k, b in self._groups.items() if k != chat and b.has_capacity(b.max_rate)]:
+                del self._groups[key]
+        bucket = self._groups.get(chat)
         if bucket is None:
-            bucket = buckets[chat] = AsyncLimiter(rate, period)
+            bucket = self._groups[chat] = AsyncLimiter(self.limits.per_group_per_min, 60)
         return bucket
+
+
+async def _until(at: float) -> None:
+    """Sleep until loop time `at`."""
+    loop = asyncio.get_running_loop()
+    while (left := at - loop.time()) > 0:
+        await asyncio.sleep(left)
 
 
 def _chat(value: object) -> int | str | None:
