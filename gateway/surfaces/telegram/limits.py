@@ -45,9 +45,9 @@ class _Chat:
 class FloodLimiter(BaseRateLimiter[int]):
     """Per-bot, per-chat and per-group limits in front of every Bot API request to a chat.
 
-    A chat's messages are spaced by 1 / per_chat_per_s, measured from when each one is actually sent
-    (after waiting for a connection), so Telegram sees them that far apart whatever the wait; the bot's
-    and a group's rates are leaky buckets (short bursts, then the rate)."""
+    A chat's messages are spaced by 1 / per_chat_per_s, counted from Telegram's answer to the previous
+    one (not from when it was queued: a wait for a connection would bunch them), so Telegram sees them at
+    least that far apart; the bot's and a group's rates are leaky buckets (short bursts, then the rate)."""
 
     def __init__(self, limits: TelegramLimits, in_flight: int) -> None:
         self.limits = limits
@@ -97,9 +97,11 @@ class FloodLimiter(BaseRateLimiter[int]):
             await self._bot.acquire()
             while self._resume_at > loop.time():  # a 429 holds every chat (it may be extended meanwhile)
                 await asyncio.sleep(self._resume_at - loop.time())
-            if pacing is not None:
-                pacing.next_at = loop.time() + 1 / self.limits.per_chat_per_s
-            return await callback(*args, **kwargs)
+            try:
+                return await callback(*args, **kwargs)
+            finally:  # from the answer: the next message arrives at least the spacing after this one did
+                if pacing is not None:
+                    pacing.next_at = loop.time() + 1 / self.limits.per_chat_per_s
 
     def _chat_pacing(self, chat: int | str) -> _Chat:
         if len(self._chats) > _PRUNE_AT:  # forget chats that could send now anyway
