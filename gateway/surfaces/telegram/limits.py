@@ -47,12 +47,13 @@ class FloodLimiter(BaseRateLimiter[int]):
 
     A chat's messages are spaced by 1 / per_chat_per_s, counted from Telegram's answer to the previous
     one (not from when it was queued: a wait for a connection would bunch them), so Telegram sees them at
-    least that far apart; the bot's and a group's rates are leaky buckets (short bursts, then the rate)."""
+    least that far apart; the bot's and a group's requests are spaced evenly at their rates."""
 
     def __init__(self, limits: TelegramLimits, in_flight: int) -> None:
         self.limits = limits
         self._slots = asyncio.Semaphore(in_flight)  # requests under way at once: no more than connections
-        self._bot = AsyncLimiter(limits.per_bot_per_s, 1)
+        # No bursts: a burst on top of the rate would put twice the limit into one second (one minute).
+        self._bot = AsyncLimiter(1, 1 / limits.per_bot_per_s)
         self._chats: dict[int | str, _Chat] = {}
         self._groups: dict[int | str, AsyncLimiter] = {}
         self._resume_at = 0.0  # loop time before which no request goes to a chat (a 429's retry_after)
@@ -116,7 +117,7 @@ class FloodLimiter(BaseRateLimiter[int]):
                 del self._groups[key]
         bucket = self._groups.get(chat)
         if bucket is None:
-            bucket = self._groups[chat] = AsyncLimiter(self.limits.per_group_per_min, 60)
+            bucket = self._groups[chat] = AsyncLimiter(1, 60 / self.limits.per_group_per_min)
         return bucket
 
 
