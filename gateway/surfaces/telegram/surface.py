@@ -3,7 +3,8 @@
 Updates arrive by long polling (default) through PTB's Updater, or by webhook through our own receiver
 (`webhook`: it checks the secret before reading a body, which PTB's server does not), and are dispatched
 by PTB handlers: messages become `Inbound`s for `GatewayPort.receive`, button presses go to `GatewayPort.press`.
-The Updater acknowledges an update only after its handler returned (see `handoff`), and the dedupe key
+The Updater acknowledges a batch of updates only after their handlers returned (see `handoff`: a batch
+is handled side by side, one update at a time per chat), and the dedupe key
 "telegram:update:<update_id>" makes a redelivered update a no-op, so neither a crash nor a restart
 loses or repeats a message. Pending updates are never dropped at start-up.
 """
@@ -60,7 +61,7 @@ _SECRET_TOKEN = re.compile(r"[A-Za-z0-9_-]{1,256}")
 _BOOTSTRAP_ATTEMPTS = 3  # setWebhook at start-up
 _ANSWER_LIMIT = 200  # characters Telegram shows in a callback answer
 # Bot API requests at once: replies into different chats go out side by side. Few, because httpcore's
-# pool looks over every connection for every request (its cost grows with the square of this).
+# pool looks over every connection (a syscall each) for every request it starts or ends.
 CONNECTIONS = 4
 CONCURRENT_UPDATES = 64  # updates handled at once (one at a time per chat: handoff.ChatOrdered)
 _MESSAGES = filters.UpdateType.MESSAGE & (
