@@ -6,10 +6,14 @@ base URL, then serves until terminated.
 With ANYY_BENCH_MODEL_TIMES=<file> in its environment it also notes, per request, when the request
 reached it and when its response was finished (CLOCK_MONOTONIC seconds, comparable across processes on
 Linux), and writes them to that file as JSON on exit: bench/peers.py subtracts this "model time" from
-each agent's turns the same way whichever client the agent uses."""
+each agent's turns the same way whichever client the agent uses.
+
+    python bench/fake_model_server.py [--delay 0.3]   # each answer starts after 0.3 s (default: at once)
+"""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import signal
@@ -24,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from aiohttp import web  # noqa: E402
 
 from tests.fixtures.model import FakeModel, start_fake_model  # noqa: E402
+from tests.support.model_stream import Pace  # noqa: E402
 from tests.support.model_wire import Step, last_user_text, reply, tool_call  # noqa: E402
 
 
@@ -57,9 +62,13 @@ class TimedFakeModel(FakeModel):
 
 
 def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--delay", type=float, default=0.0, help="seconds before each answer starts (the model's latency)")
+    args = ap.parse_args()
     times_file = os.environ.get("ANYY_BENCH_MODEL_TIMES")
     fake = TimedFakeModel().start() if times_file else start_fake_model()
     fake.responder = by_rule
+    fake.pace = Pace(first_token_s=args.delay)
     print(fake.url_openai, flush=True)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

@@ -1,16 +1,24 @@
-"""Delivery of the outbox: one dispatcher task per surface sends pending rows in order.
+"""Delivery of the outbox: one dispatcher task per surface hands pending rows to one lane per chat.
 
 Rows are written before anything is sent, so a crash loses nothing: pending rows are delivered at the
 next start. Transient failures are retried with backoff (or the platform's Retry-After); permanent
 failures mark the row failed. An edit waits for the message it edits to have been delivered. A row that
 was delivered and then rewritten (a streamed reply, `put`) is delivered as an edit of its own message.
+
+A chat's rows go out one after another in row order (its lane); different chats' lanes run side by side,
+so one slow or rate-limited chat never holds up the others, and a backlog over many chats drains as fast
+as the platform allows (the platform's own pacing is the surface's: Telegram's `FloodLimiter`). A row is
+in at most one lane at a time; the dispatcher fetches more while fewer than `MAX_IN_FLIGHT` are.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import random
+from collections import deque
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
 from gateway.surfaces.base import DeliveryError, Surface
@@ -24,6 +32,8 @@ MAX_ATTEMPTS = 25
 MAX_BACKOFF_S = 300.0
 IDLE_POLL_S = 3.0
 BATCH = 50
+MAX_IN_FLIGHT = 128  # rows handed to lanes and not yet delivered, per surface
+COALESCE_S = 0.01
 
 
 def backoff_s(attempts: int, retry_after: float | None) -> float:
@@ -107,30 +117,52 @@ class OutboxService:
 
     async def _dispatch(self, name: str, surface: Surface) -> None:
         wake = self._wake[name]
-        while True:
-            wake.clear()
-            self._settled[name] = False
-            items: list[OutboxItem] = []
-            try:
-                items = await self.repo.due(name, limit=BATCH)
-                for item in items:
-                    await self._deliver(surface, item)
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # never let one bad row stop delivery for the surface
-                log.exception("outbox_dispatch_error surface=%s", name)
-            if wake.is_set() or len(items) == BATCH:
-                continue  # new rows arrived meanwhile, or there are more than one batch
-            self._settled[name] = True
-            async with self._changed:
-                self._changed.notify_all()
-            # Rows waiting on a retry time are polled every second so retries are not late; otherwise
-            # every few seconds, to pick up rows written by another process (the CLI, `anyy chat`).
-            timeout = 1.0 if self._retrying[name] else IDLE_POLL_S
-            try:
-                await asyncio.wait_for(wake.wait(), timeout=timeout)
-            except asyncio.TimeoutError:
-                pass
+        lanes = _Lanes(functools.partial(self._deliver_one, surface), wake)
+        try:
+            while True:
+                wake.clear()
+                self._settled[name] = False
+                more = False
+                try:
+                    if lanes.in_flight:
+                        # Rows in lanes come back from `due` (still pending): while lanes are busy, let
+                        # the rows written in the next moment arrive and fetch them in one query.
+                        await asyncio.sleep(COALESCE_S)
+                    if lanes.room:
+                        # Rows in lanes are still pending, so they come back: ask for that many more.
+                        limit = min(BATCH, lanes.room) + lanes.in_flight
+                        items = await self.repo.due(name, limit=limit)
+                        more = lanes.take(items) and len(items) == limit
+                except asyncio.CancelledError:
+                    raise
+                except Exception:  # never let one bad row stop delivery for the surface
+                    log.exception("outbox_dispatch_error surface=%s", name)
+                if wake.is_set() or (more and lanes.room):
+                    continue  # new rows arrived meanwhile, or there are more than one batch
+                if not lanes.in_flight:
+                    self._settled[name] = True
+                    async with self._changed:
+                        self._changed.notify_all()
+                # Rows waiting on a retry time are polled every second so retries are not late; otherwise
+                # every few seconds, to pick up rows written by another process (the CLI, `anyy chat`).
+                # A lane that finishes wakes this loop: its chat may have more, or a rewritten row.
+                timeout = 1.0 if self._retrying[name] else IDLE_POLL_S
+                try:
+                    await asyncio.wait_for(wake.wait(), timeout=timeout)
+                except asyncio.TimeoutError:
+                    pass
+        finally:
+            await lanes.cancel()
+
+    async def _deliver_one(self, surface: Surface, item: OutboxItem) -> None:
+        try:
+            await self._deliver(surface, item)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # never let one bad row stop delivery for the chat
+            log.exception("outbox_deliver_error surface=%s id=%s", surface.name, item.id)
+        async with self._changed:  # `delivered()` looks again
+            self._changed.notify_all()
 
     async def _deliver(self, surface: Surface, item: OutboxItem) -> None:
         """Try one row: deliver it, schedule a retry, fail it, or leave an edit waiting for its original."""
@@ -163,3 +195,64 @@ class OutboxService:
             return
         await self.repo.mark_sent(item.id, platform_id, item.revision)
         retrying.discard(item.id)
+
+
+class _Lanes:
+    """One surface's chat lanes: a task per chat with rows to deliver, taking them in row order."""
+
+    def __init__(self, deliver: Callable[[OutboxItem], Awaitable[None]], wake: asyncio.Event) -> None:
+        self.deliver = deliver
+        self.wake = wake
+        self._queued: dict[str, deque[OutboxItem]] = {}  # per chat: rows handed over, not yet delivered
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._revisions: dict[int, int] = {}  # every row in a lane: the revision handed over
+        self._stale = False  # a row in a lane was rewritten meanwhile: look again once its lane is done
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._revisions)
+
+    @property
+    def room(self) -> int:
+        return max(0, MAX_IN_FLIGHT - len(self._revisions))
+
+    def take(self, items: list[OutboxItem]) -> bool:
+        """Hand the rows not in a lane yet to their chats' lanes (in the order given); False if none was new."""
+        new = []
+        for item in items:
+            handed = self._revisions.get(item.id)
+            if handed is None:
+                new.append(item)
+            elif handed != item.revision:
+                self._stale = True
+        for item in new:
+            chat = f"{item.outbound.origin.surface}:{item.outbound.origin.chat_id}"
+            self._revisions[item.id] = item.revision
+            self._queued.setdefault(chat, deque()).append(item)
+            if chat not in self._tasks:
+                self._tasks[chat] = asyncio.create_task(self._run(chat), name=f"outbox-lane-{chat}")
+        return bool(new)
+
+    async def _run(self, chat: str) -> None:
+        queue = self._queued[chat]
+        try:
+            while queue:
+                item = queue[0]
+                await self.deliver(item)
+                queue.popleft()
+                del self._revisions[item.id]
+                if len(self._revisions) == MAX_IN_FLIGHT - 1:
+                    self.wake.set()  # room again: the dispatcher was waiting for it
+        finally:
+            for item in queue:
+                self._revisions.pop(item.id, None)
+            del self._queued[chat], self._tasks[chat]
+            if self._stale or not self._tasks:  # a rewritten row to deliver again, or all done: settle
+                self._stale = False
+                self.wake.set()
+
+    async def cancel(self) -> None:
+        tasks = list(self._tasks.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)

@@ -38,7 +38,8 @@ __all__ = [
     "Config", "ConfigError", "ConsoleConfig", "DashboardConfig", "EmailConfig", "GovernanceConfig", "ImagesConfig",
     "McpConfig",
     "McpServerConfig", "ModelConfig", "RuntimeConfig", "SkillsConfig", "SlackConfig", "SpeechConfig", "StoreConfig",
-    "SubagentsConfig", "TelegramConfig", "TerminalConfig", "ToolOverride", "TtsConfig", "WebConfig", "WorkspaceConfig",
+    "SubagentsConfig", "TelegramConfig", "TelegramLimits", "TerminalConfig", "ToolOverride", "TtsConfig", "WebConfig",
+    "WorkspaceConfig",
     "config_path", "data_dir", "load_config", "parse_config", "secret",
 ]
 
@@ -157,6 +158,17 @@ class AccessConfig(Section):
     guest_toolsets: list[str] = Field(default_factory=lambda: list(GUEST_TOOLSETS))
 
 
+class TelegramLimits(Section):
+    """Telegram's flood limits, kept by the bot itself (gateway/surfaces/telegram/limits.py) so replies are
+    paced instead of refused. Raise them only for a local Bot API server or a benchmark."""
+
+    per_bot_per_s: float = Field(30, gt=0, description="requests to chats per second, all chats together")
+    per_chat_per_s: float = Field(1, gt=0, description="messages per second into one chat")
+    per_group_per_min: float = Field(20, gt=0, description="messages per minute into one group")
+    # 0: a 429 goes back to the outbox, which sends the row again after retry_after (and reports it)
+    retries: int = Field(0, ge=0, description="a 429 is waited out and the request sent again this often")
+
+
 class TelegramConfig(Section):
     token_env: str = "TELEGRAM_BOT_TOKEN"
     base_url: str = "https://api.telegram.org/bot"
@@ -169,6 +181,7 @@ class TelegramConfig(Section):
     allowed_users: list[int] = Field(default_factory=list)
     approvers: list[int] = Field(default_factory=list)
     poll_timeout_s: int = Field(30, ge=0)
+    limits: TelegramLimits = Field(default_factory=TelegramLimits)
 
 
 class SlackConfig(Section):

@@ -3,7 +3,8 @@
 Updates arrive by long polling (default) through PTB's Updater, or by webhook through our own receiver
 (`webhook`: it checks the secret before reading a body, which PTB's server does not), and are dispatched
 by PTB handlers: messages become `Inbound`s for `GatewayPort.receive`, button presses go to `GatewayPort.press`.
-The Updater acknowledges an update only after its handler returned (see `handoff`), and the dedupe key
+The Updater acknowledges a batch of updates only after their handlers returned (see `handoff`: a batch
+is handled side by side, one update at a time per chat), and the dedupe key
 "telegram:update:<update_id>" makes a redelivered update a no-op, so neither a crash nor a restart
 loses or repeats a message. Pending updates are never dropped at start-up.
 """
@@ -23,13 +24,15 @@ from telegram import Bot, BotCommand, CallbackQuery, Message, Update
 from telegram.constants import ChatAction, ChatType
 from telegram.error import BadRequest, Forbidden, InvalidToken, NetworkError, RetryAfter, TelegramError
 from telegram.ext import Application, CallbackQueryHandler, ContextTypes, MessageHandler, filters
+from telegram.request import HTTPXRequest
 
 from gateway.config import TelegramConfig, secret
 from gateway.surfaces.base import DeliveryError, GatewayPort, LiveSettings, Surface
 from gateway.surfaces.telegram.delivery import Sender, retry_after_s, target
-from gateway.surfaces.telegram.handoff import HandoffQueue
+from gateway.surfaces.telegram.handoff import ChatOrdered, HandoffQueue, PollingBot
 from gateway.surfaces.telegram.inbound import SURFACE, addressed_text, download_attachments, thread_of, to_inbound
 from gateway.surfaces.telegram.keyboard import decode
+from gateway.surfaces.telegram.limits import FloodLimiter
 from gateway.surfaces.telegram.webhook import WebhookReceiver
 from store.records import Origin, OutboxItem
 
@@ -57,6 +60,10 @@ COMMANDS = [
 _SECRET_TOKEN = re.compile(r"[A-Za-z0-9_-]{1,256}")
 _BOOTSTRAP_ATTEMPTS = 3  # setWebhook at start-up
 _ANSWER_LIMIT = 200  # characters Telegram shows in a callback answer
+# Bot API requests at once: replies into different chats go out side by side. Few, because httpcore's
+# pool looks over every connection (a syscall each) for every request it starts or ends.
+CONNECTIONS = 4
+CONCURRENT_UPDATES = 64  # updates handled at once (one at a time per chat: handoff.ChatOrdered)
 _MESSAGES = filters.UpdateType.MESSAGE & (
     filters.TEXT | filters.CAPTION | filters.PHOTO | filters.Document.ALL | filters.VOICE | filters.AUDIO)
 
@@ -68,6 +75,8 @@ class TelegramSurface(Surface):
     has_buttons = True
     max_text = 4096
     typing_interval_s = 4.0  # Telegram shows "typing" for 5 s after each chat action
+    # A reply that comes sooner needs no "typing…" sign; a backlog of quick turns then costs no chat actions.
+    typing_delay_s = 1.0
     # Streamed replies: Telegram allows about one message a second per chat and 20 a minute in a group.
     live_interval_s = 1.0
     live_group_interval_s = 3.0
@@ -93,9 +102,12 @@ class TelegramSurface(Surface):
         self._queue = HandoffQueue()
         # Two getUpdates connections: the long poll that stop() cancels may not have released its
         # connection yet when the Updater's final getUpdates (which confirms handled updates) goes out.
-        app = (Application.builder().token(self._token).base_url(self.cfg.base_url)
-               .base_file_url(self.cfg.base_file_url).get_updates_connection_pool_size(2)
-               .update_queue(self._queue).job_queue(None).build())
+        bot = PollingBot(self._queue, token=self._token, base_url=self.cfg.base_url,
+                         base_file_url=self.cfg.base_file_url, request=HTTPXRequest(connection_pool_size=CONNECTIONS),
+                         get_updates_request=HTTPXRequest(connection_pool_size=2),
+                         rate_limiter=FloodLimiter(self.cfg.limits, CONNECTIONS))
+        app = (Application.builder().bot(bot).update_queue(self._queue).job_queue(None)
+               .concurrent_updates(ChatOrdered(CONCURRENT_UPDATES)).build())
         app.add_handler(MessageHandler(_MESSAGES, self._on_message))
         app.add_handler(CallbackQueryHandler(self._on_press))
         app.add_error_handler(self._on_error)
@@ -263,7 +275,8 @@ class TelegramSurface(Surface):
 
     @contextlib.asynccontextmanager
     async def progress(self, origin: Origin, platform_message_id: str | None) -> AsyncIterator[None]:
-        """Keep "typing…" showing while the turn runs; stopped however the turn ends."""
+        """Keep "typing…" showing while the turn runs, once it has run `typing_delay_s`; stopped however
+        the turn ends."""
         if self._app is None:
             yield
             return
@@ -276,6 +289,7 @@ class TelegramSurface(Surface):
 
     async def _keep_typing(self, bot: Bot, origin: Origin) -> None:
         chat, thread = target(origin)
+        await asyncio.sleep(self.typing_delay_s)
         while True:
             try:
                 await bot.send_chat_action(chat, ChatAction.TYPING, message_thread_id=thread)
