@@ -10,6 +10,7 @@ Everything stays in the store.
 from __future__ import annotations
 
 from collections import OrderedDict
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -23,6 +24,12 @@ T = TypeVar("T")
 # What one image counts against the context budget, in characters (about its token cost in a vision
 # model). Images are fitted after the text, so when the budget is tight they are dropped first.
 IMAGE_CHARS = 4_000
+# The cache of windows is bounded in bytes: a few MB for every session together, least recently used
+# evicted first (an evicted session is read again from the store on its next turn).
+CACHE_BYTES = 4_000_000
+# What a cached row costs besides its strings: the record, its converted chat message, their dicts
+# (measured with tracemalloc on typical rows).
+ROW_BYTES = 1_200
 
 
 def to_chat(msg: MessageRecord) -> ChatMessage:
@@ -46,6 +53,13 @@ def _images(msg: MessageRecord) -> list[ImagePart]:
 
 def _size(msg: MessageRecord) -> int:
     return len(msg.content) + sum(len(c.arguments) + len(c.name) for c in msg.tool_calls) + 20
+
+
+def _bytes(msg: MessageRecord) -> int:
+    """About what a cached row holds in memory: its strings (images included) and the objects around them."""
+    images = sum(sys.getsizeof(i.get("data", "")) for i in msg.meta.get("images", ()))
+    calls = sum(sys.getsizeof(c.arguments) for c in msg.tool_calls)
+    return ROW_BYTES + sys.getsizeof(msg.content) + calls + images
 
 
 def newest_turns(messages: list[MessageRecord], budget_chars: int,
@@ -116,6 +130,8 @@ class _Window:
     rows: list[MessageRecord]
     summary: MessageRecord | None = None
     last_id: int = 0
+    dropped: bool = False  # unsummarised rows older than the window exist (compaction has work)
+    nbytes: int = 0
     chats: dict[int, ChatMessage] = field(default_factory=dict)  # stored rows already converted
     sizes: dict[int, int] = field(default_factory=dict)  # and already measured
 
@@ -141,40 +157,64 @@ class HistoryWindows:
 
     The store stays the source of truth: every load asks it for rows newer than the last one seen
     (which also picks up rows other processes wrote, e.g. a follow-up after a CLI approval), so a turn
-    parses a handful of new rows instead of the whole window. Bounded in sessions and in characters.
+    parses a handful of new rows instead of the whole window. Each window is bounded in characters (the
+    context budget), all of them together in bytes (`max_bytes`, least recently used evicted first).
     """
 
-    def __init__(self, messages: Messages, budget_chars: int, max_sessions: int = 256) -> None:
+    def __init__(self, messages: Messages, budget_chars: int, max_bytes: int = CACHE_BYTES) -> None:
         self.messages = messages
         self.budget = budget_chars
-        self.max_sessions = max_sessions
+        self.max_bytes = max_bytes
         self._windows: OrderedDict[str, _Window] = OrderedDict()
+        self._bytes = 0  # of every cached window
+
+    @property
+    def cached_bytes(self) -> int:
+        """What the cached windows hold, by the estimate the bound is enforced on."""
+        return self._bytes
+
+    def cached(self, session_id: str) -> bool:
+        return session_id in self._windows
 
     async def load(self, session_id: str, epoch: int) -> list[MessageRecord]:
         """The session's newest whole turns within the budget, oldest first (a copy the caller owns)."""
-        window = self._windows.get(session_id)
+        window = self._windows.pop(session_id, None)
+        if window is not None:
+            self._bytes -= window.nbytes
+            if window.epoch == epoch:
+                window = await self._top_up(session_id, window)
         if window is None or window.epoch != epoch:
             summary = await self.messages.latest_summary(session_id, epoch)
-            rows = await self.messages.recent_within(session_id, epoch, self._budget(summary), covered_to(summary))
-            window = _Window(epoch, rows, summary, last_id=(summary.id or 0) if summary else 0)
-        else:
-            new = await self.messages.after(session_id, epoch, window.last_id)
-            window.last_id = max((m.id or 0 for m in new), default=window.last_id)
-            for m in new:
-                if m.role == "summary":  # compaction ran: the window now starts after what it covers
-                    window.summary = m
-            cut = covered_to(window.summary)
-            window.rows = newest_turns([m for m in window.rows + new if m.role != "summary" and (m.id or 0) > cut],
-                                       self._budget(window.summary), window.size)
+            budget = self._budget(summary)
+            # recent_within reads one turn past the budget when there is more, so a cut here says
+            # unsummarised rows were left out
+            read = await self.messages.recent_within(session_id, epoch, budget, covered_to(summary))
+            rows = newest_turns(read, budget)
+            window = _Window(epoch, rows, summary, last_id=(summary.id or 0) if summary else 0,
+                             dropped=len(rows) < len(read))
         window.last_id = max([window.last_id, *(m.id or 0 for m in window.rows)])
         kept = {m.id for m in window.rows}
         window.chats = {i: c for i, c in window.chats.items() if i in kept}
         window.sizes = {i: n for i, n in window.sizes.items() if i in kept}
+        window.nbytes = sum(_bytes(m) for m in window.rows) + (_bytes(window.summary) if window.summary else 0)
         self._windows[session_id] = window
-        self._windows.move_to_end(session_id)
-        while len(self._windows) > self.max_sessions:
-            self._windows.popitem(last=False)
+        self._bytes += window.nbytes
+        while self._bytes > self.max_bytes and len(self._windows) > 1:
+            _, evicted = self._windows.popitem(last=False)
+            self._bytes -= evicted.nbytes
         return list(window.rows)
+
+    async def _top_up(self, session_id: str, window: _Window) -> _Window | None:
+        """The cached window with the rows written since; None when a new summary arrived (compaction
+        ran: the window is read again, to start after what the summary covers)."""
+        new = await self.messages.after(session_id, window.epoch, window.last_id)
+        if any(m.role == "summary" for m in new):
+            return None
+        window.last_id = max((m.id or 0 for m in new), default=window.last_id)
+        rows = window.rows + new
+        window.rows = newest_turns(rows, self._budget(window.summary), window.size)
+        window.dropped = window.dropped or len(window.rows) < len(rows)
+        return window
 
     def _budget(self, summary: MessageRecord | None) -> int:
         return max(0, self.budget - (_size(summary) if summary is not None else 0))
@@ -188,12 +228,10 @@ class HistoryWindows:
         head = [to_chat(window.summary)] if window.summary is not None else []
         return head + fit_history(rows, self._budget(window.summary), window.chat, window.size)
 
-    def fill(self, session_id: str) -> int:
-        """Characters of stored history in the session's window (0 when it is not loaded)."""
+    def dropped(self, session_id: str) -> bool:
+        """Whether the session's window left out unsummarised rows (False when it is not loaded)."""
         window = self._windows.get(session_id)
-        if window is None:
-            return 0
-        return sum(window.size(m) for m in window.rows) + (_size(window.summary) if window.summary else 0)
+        return window is not None and window.dropped
 
     def summary(self, session_id: str) -> MessageRecord | None:
         """The summary the session's window starts with (after `load`)."""
