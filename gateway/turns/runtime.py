@@ -142,6 +142,8 @@ class Runtime:
                                  f"in-{queue_id}:error")
             await self.inbound_log.done(queue_id)
             self._submitted.discard(queue_id)
+        if self.messages.index_due:  # the search index catches up in a batch, after the turn, not in it
+            await self.messages.catch_up()
 
     async def _turn(self, queue_id: int, inbound: Inbound, sid: str) -> None:
         turn_id = f"in-{queue_id}"
