@@ -11,7 +11,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 from gateway.surfaces.base import DeliveryError, Surface
 from store.db import Store
@@ -49,9 +51,10 @@ class OutboxService:
         self.wake(outbound.origin.surface)
         return item_id
 
-    async def put(self, outbound: Outbound, dedupe_key: str) -> int:
-        """Write (or rewrite) the row for `dedupe_key` and deliver it: sent, or edited if it was sent."""
-        item_id = await self.repo.put(outbound, dedupe_key)
+    async def put(self, outbound: Outbound, dedupe_key: str, along: Callable[[Any], None] | None = None) -> int:
+        """Write (or rewrite) the row for `dedupe_key` and deliver it: sent, or edited if it was sent.
+        `along(db)` is written in the same transaction (`Outbox.put`)."""
+        item_id = await self.repo.put(outbound, dedupe_key, along)
         self.wake(outbound.origin.surface)
         return item_id
 

@@ -126,12 +126,16 @@ def covered_to(summary: MessageRecord | None) -> int:
 
 @dataclass
 class _Window:
+    """One session's cached rows and what they cost, kept as running totals so a turn pays for its new
+    rows rather than for the whole window: characters against the budget, bytes against the cache's bound."""
+
     epoch: int
-    rows: list[MessageRecord]
     summary: MessageRecord | None = None
+    rows: list[MessageRecord] = field(default_factory=list)
     last_id: int = 0
     dropped: bool = False  # unsummarised rows older than the window exist (compaction has work)
-    nbytes: int = 0
+    chars: int = 0  # of the rows
+    nbytes: int = 0  # of the rows and the summary
     chats: dict[int, ChatMessage] = field(default_factory=dict)  # stored rows already converted
     sizes: dict[int, int] = field(default_factory=dict)  # and already measured
 
@@ -140,6 +144,31 @@ class _Window:
 
     def chat(self, msg: MessageRecord) -> ChatMessage:
         return _once(self.chats, msg, to_chat)
+
+    def extend(self, new: list[MessageRecord], budget: int) -> None:
+        """Add rows newer than the window's, then drop whole turns from the oldest end while it is over
+        `budget` (the newest turn stays, even alone over it): what `newest_turns` keeps."""
+        for m in new:
+            self.rows.append(m)
+            self.chars += self.size(m)
+            self.nbytes += _bytes(m)
+            self.last_id = max(self.last_id, m.id or 0)
+        cut = 0
+        while self.chars > budget:
+            end = cut
+            while end < len(self.rows) and self.rows[end].turn_id == self.rows[cut].turn_id:
+                end += 1
+            if end == len(self.rows):
+                break
+            for m in self.rows[cut:end]:
+                self.chars -= self.size(m)
+                self.nbytes -= _bytes(m)
+                self.sizes.pop(m.id or 0, None)
+                self.chats.pop(m.id or 0, None)
+            cut = end
+        if cut:
+            self.rows = self.rows[cut:]
+            self.dropped = True
 
 
 def _once(cache: dict[int, T], msg: MessageRecord, compute: Callable[[MessageRecord], T]) -> T:
@@ -189,14 +218,9 @@ class HistoryWindows:
             # recent_within reads one turn past the budget when there is more, so a cut here says
             # unsummarised rows were left out
             read = await self.messages.recent_within(session_id, epoch, budget, covered_to(summary))
-            rows = newest_turns(read, budget)
-            window = _Window(epoch, rows, summary, last_id=(summary.id or 0) if summary else 0,
-                             dropped=len(rows) < len(read))
-        window.last_id = max([window.last_id, *(m.id or 0 for m in window.rows)])
-        kept = {m.id for m in window.rows}
-        window.chats = {i: c for i, c in window.chats.items() if i in kept}
-        window.sizes = {i: n for i, n in window.sizes.items() if i in kept}
-        window.nbytes = sum(_bytes(m) for m in window.rows) + (_bytes(window.summary) if window.summary else 0)
+            window = _Window(epoch, summary, last_id=(summary.id or 0) if summary else 0,
+                             nbytes=_bytes(summary) if summary else 0)
+            window.extend(read, budget)
         self._windows[session_id] = window
         self._bytes += window.nbytes
         while self._bytes > self.max_bytes and len(self._windows) > 1:
@@ -210,10 +234,7 @@ class HistoryWindows:
         new = await self.messages.after(session_id, window.epoch, window.last_id)
         if any(m.role == "summary" for m in new):
             return None
-        window.last_id = max((m.id or 0 for m in new), default=window.last_id)
-        rows = window.rows + new
-        window.rows = newest_turns(rows, self._budget(window.summary), window.size)
-        window.dropped = window.dropped or len(window.rows) < len(rows)
+        window.extend(new, self._budget(window.summary))
         return window
 
     def _budget(self, summary: MessageRecord | None) -> int:
@@ -237,6 +258,24 @@ class HistoryWindows:
         """The summary the session's window starts with (after `load`)."""
         window = self._windows.get(session_id)
         return window.summary if window is not None else None
+
+
+RECENT_TURNS = 2  # toolsets used this many turns back stay selected (follow-ups like "yes, send it")
+
+
+def recent_toolsets(rows: list[MessageRecord], current_turn: str, toolset_of: dict[str, str]) -> list[str]:
+    """Toolsets (by `toolset_of` tool name) whose tools were called in the last RECENT_TURNS turns of
+    `rows` before `current_turn`."""
+    turns: set[str] = set()
+    used: set[str] = set()
+    for m in reversed(rows):  # newest first; stop once past the turns that count
+        if m.turn_id != current_turn and m.turn_id not in turns:
+            if len(turns) == RECENT_TURNS:
+                break
+            turns.add(m.turn_id)
+        if m.role == "tool" and m.turn_id != current_turn and m.tool_name in toolset_of:
+            used.add(toolset_of[m.tool_name])
+    return sorted(used)
 
 
 UNKNOWN_OUTCOME = ("Outcome unknown: the process stopped while this ran. It was not run again; check whether "
