@@ -26,10 +26,10 @@ T = TypeVar("T")
 IMAGE_CHARS = 4_000
 # The cache of windows is bounded in bytes: a few MB for every session together, least recently used
 # evicted first (an evicted session is read again from the store on its next turn).
-CACHE_BYTES = 4_000_000
-# What a cached row costs besides its strings: the record, its converted chat message, their dicts
-# (measured with tracemalloc on typical rows).
-ROW_BYTES = 1_200
+CACHE_BYTES = 6_000_000  # about 20 full windows of the default 48,000-character budget
+# What a cached row costs besides its content: the record and its converted chat message with their
+# small strings, lists and dicts (measured with tracemalloc, tests/test_history_cache.py).
+ROW_BYTES = 2_400
 
 
 def to_chat(msg: MessageRecord) -> ChatMessage:
