@@ -247,7 +247,13 @@ class HistoryWindows:
         if window is None:
             return fit_history(rows, self.budget)
         head = [to_chat(window.summary)] if window.summary is not None else []
-        return head + fit_history(rows, self._budget(window.summary), window.chat, window.size)
+        budget = self._budget(window.summary)
+        n = len(window.rows)
+        if len(rows) >= n and all(a is b for a, b in zip(rows, window.rows)):  # the window, then this turn's rows
+            used = window.chars + sum(window.size(m) for m in rows[n:])
+            if used <= budget:  # the usual case: all of it fits, nothing to measure again
+                return head + _drop_orphans(_fit_images([window.chat(m) for m in rows], budget - used))
+        return head + fit_history(rows, budget, window.chat, window.size)
 
     def dropped(self, session_id: str) -> bool:
         """Whether the session's window left out unsummarised rows (False when it is not loaded)."""
