@@ -255,6 +255,13 @@ class HistoryWindows:
                 return head + _drop_orphans(_fit_images([window.chat(m) for m in rows], budget - used))
         return head + fit_history(rows, budget, window.chat, window.size)
 
+    def fill(self, session_id: str) -> int:
+        """Characters of stored history in the session's window (0 when it is not loaded)."""
+        window = self._windows.get(session_id)
+        if window is None:
+            return 0
+        return window.chars + (_size(window.summary) if window.summary else 0)
+
     def dropped(self, session_id: str) -> bool:
         """Whether the session's window left out unsummarised rows (False when it is not loaded)."""
         window = self._windows.get(session_id)
