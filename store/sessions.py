@@ -68,4 +68,6 @@ def update_session(db: Database, session_id: str, fields: dict[str, Any]) -> Non
     """`Sessions.update` on the store thread, for a caller writing it in its own transaction."""
     values = {k: (dumps(v) if isinstance(v, (list, dict)) else v) for k, v in fields.items()}
     values["updated_at"] = iso(utcnow())
-    db["sessions"].update(session_id, values)
+    # Plain SQL: sqlite-utils' Table.update reads the row and the table's schema first (a turn pays it).
+    db.execute(f"UPDATE sessions SET {', '.join(f'{k} = ?' for k in values)} WHERE id = ?",
+               [*values.values(), session_id])
