@@ -20,8 +20,8 @@ _INDEXED = "(SELECT indexed_to FROM messages_fts_state)"
 
 def m016_deferred_search_index(db: Any) -> None:
     """Index the transcript in batches: rows up to `messages_fts_state.indexed_to` are in the index
-    (all of them at migration time); newer ones wait for `catch_up`. A row inserted at or below the
-    mark (an id reused after a delete) is indexed at once."""
+    (all of them at migration time); newer ones wait for `catch_up`. The insert trigger goes: message
+    ids are AUTOINCREMENT, never reused, so a new row is always above the mark."""
     db.executescript(
         f"""
         CREATE TABLE messages_fts_state (id INTEGER PRIMARY KEY CHECK (id = 1), indexed_to INTEGER NOT NULL);
@@ -29,9 +29,6 @@ def m016_deferred_search_index(db: Any) -> None:
         DROP TRIGGER messages_ai;
         DROP TRIGGER messages_ad;
         DROP TRIGGER messages_au;
-        CREATE TRIGGER messages_ai AFTER INSERT ON messages WHEN new.role IN {ROLES} AND new.id <= {_INDEXED} BEGIN
-            INSERT INTO messages_fts (rowid, content) VALUES (new.rowid, new.content);
-        END;
         CREATE TRIGGER messages_ad AFTER DELETE ON messages WHEN old.role IN {ROLES} AND old.id <= {_INDEXED} BEGIN
             INSERT INTO messages_fts (messages_fts, rowid, content) VALUES ('delete', old.rowid, old.content);
         END;
