@@ -190,6 +190,7 @@ class Gateway:
             await asyncio.sleep(leases.LEASE_S / 3)
             try:
                 await self.store.renew()
+                await self.runtime.messages.catch_up()  # rows other processes wrote become searchable
                 renewals += 1
                 # Residents sharing a store look every renewal, so a killed one's turn resumes well
                 # within LEASE_S + LEASE_S / 3 (docs/scale.md); alone, every third is plenty.

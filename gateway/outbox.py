@@ -20,6 +20,7 @@ import random
 from collections import deque
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
+from typing import Any
 
 from gateway.surfaces.base import DeliveryError, Surface
 from store.db import Store
@@ -59,9 +60,10 @@ class OutboxService:
         self.wake(outbound.origin.surface)
         return item_id
 
-    async def put(self, outbound: Outbound, dedupe_key: str) -> int:
-        """Write (or rewrite) the row for `dedupe_key` and deliver it: sent, or edited if it was sent."""
-        item_id = await self.repo.put(outbound, dedupe_key)
+    async def put(self, outbound: Outbound, dedupe_key: str, along: Callable[[Any], None] | None = None) -> int:
+        """Write (or rewrite) the row for `dedupe_key` and deliver it: sent, or edited if it was sent.
+        `along(db)` is written in the same transaction (`Outbox.put`)."""
+        item_id = await self.repo.put(outbound, dedupe_key, along)
         self.wake(outbound.origin.surface)
         return item_id
 

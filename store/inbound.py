@@ -44,7 +44,7 @@ class InboundLog:
         )
 
     async def done(self, queue_id: int) -> None:
-        await self.store.run(lambda db: db.execute("UPDATE inbound_queue SET state = 'done' WHERE id = ?", [queue_id]))
+        await self.store.run(lambda db: mark_done(db, queue_id))
 
     async def take_over(self) -> list[tuple[int, Inbound]]:
         """Claim the pending inbounds whose owner has stopped (see `store.leases.takeable`) for this
@@ -72,3 +72,9 @@ class InboundLog:
         return await self.store.run(lambda db: {r[0]: r[1] for r in db.execute(
             f"SELECT {json_text(db, 'payload', 'surface')} AS surface, max(created_at) FROM inbound_queue"
             " GROUP BY 1")})
+
+
+def mark_done(db: Database, queue_id: int) -> None:
+    """`InboundLog.done` on the store thread, for a caller writing it in its own transaction (a turn's
+    reply)."""
+    db.execute("UPDATE inbound_queue SET state = 'done' WHERE id = ?", [queue_id])

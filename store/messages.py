@@ -1,4 +1,5 @@
-"""The transcript: every user message, assistant reply, tool call and result, with FTS5 search."""
+"""The transcript: every user message, assistant reply, tool call and result, with FTS5 search (indexed
+in batches, `store.search_index`)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,13 @@ from typing import Any
 from pydantic import BaseModel
 from sqlite_utils import Database
 
+from store import search_index
 from store.db import Store
 from store.records import MessageRecord, dumps, row_to
 from store.sql import is_pg
 
 _JSON = ("tool_calls", "meta")
+INDEX_BATCH = 32  # rows written here before `index_due` asks for a catch-up of the search index
 
 
 class SearchHit(BaseModel):
@@ -33,8 +36,24 @@ def fts_quote(query: str) -> str:
 class Messages:
     def __init__(self, store: Store) -> None:
         self.store = store
+        self._unindexed = 0  # rows this repository wrote since its last catch-up
+
+    @property
+    def index_due(self) -> bool:
+        """Enough rows were written here that the search index should catch up (off a turn's path)."""
+        return self._unindexed >= INDEX_BATCH
+
+    async def catch_up(self) -> None:
+        """Bring the search index up to date with every row written so far, by any process."""
+        self._unindexed = 0
+        await self.store.run(search_index.catch_up)
+
+    def wrote(self, rows: int = 1) -> None:
+        """Count rows written through `add_message` in someone else's transaction."""
+        self._unindexed += rows
 
     async def add(self, msg: MessageRecord) -> int:
+        self._unindexed += 1
         return await self.store.run(lambda db: add_message(db, msg))
 
     async def add_many(self, msgs: list[MessageRecord]) -> None:
@@ -43,6 +62,7 @@ class Messages:
                 for m in msgs:
                     add_message(db, m)
 
+        self._unindexed += len(msgs)
         await self.store.run(op)
 
     async def recent(self, session_id: str, epoch: int, limit: int) -> list[MessageRecord]:
@@ -133,6 +153,7 @@ class Messages:
             who, who_args = ("m.user_key = ?", [user_key]) if user_key is not None else ("1 = 1", [])
             if is_pg(db):
                 return _search_pg(db, terms, who, who_args, limit)
+            search_index.catch_up(db)
             if terms and all(len(t) >= 3 for t in terms):
                 rows = db.execute_returning_dicts(
                     "SELECT m.id, m.session_id, m.turn_id, m.role, m.created_at,"

@@ -5,6 +5,8 @@ from __future__ import annotations
 from sqlite_utils import Database
 from sqlite_utils.migrations import Migrations
 
+from store import search_index
+
 MIGRATIONS = Migrations("anyy")
 
 
@@ -384,3 +386,6 @@ def m015_claims(db: Database) -> None:
         );
         """
     )
+
+
+MIGRATIONS()(search_index.m016_deferred_search_index)

@@ -12,6 +12,9 @@ sending a second one.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from pydantic import BaseModel
 from sqlite_utils import Database
 
@@ -50,27 +53,17 @@ class Outbox:
         """Add a message; with a dedupe key seen before, returns the existing row's id instead."""
         return await self.store.run(lambda db: add_outbound(db, outbound, dedupe_key))
 
-    async def put(self, outbound: Outbound, dedupe_key: str) -> int:
-        """Make `outbound` the content of the row for `dedupe_key`: insert it, or rewrite that row (pending
-        again, so the dispatcher sends or edits). A row that failed gets the new text as a new chance (one
-        refused edit of a streaming reply must not lose the rest); an unchanged row is left be."""
-        payload = outbound.model_dump_json()
+    async def put(self, outbound: Outbound, dedupe_key: str, along: Callable[[Any], None] | None = None) -> int:
+        """Make `outbound` the content of the row for `dedupe_key` (`put_outbound`). `along(db)` runs in
+        the same transaction, first: what the reply records besides itself (the answer it carries, its
+        inbound marked done), so a turn's end costs one round trip and is all or nothing."""
 
         def op(db: Database) -> int:
-            row = db.execute("SELECT id, state, payload FROM outbox WHERE dedupe_key = ?", [dedupe_key]).fetchone()
-            if row is None:  # inserted unless another process wrote the key since: then rewrite that row
-                new = db.execute(_INSERT, [dedupe_key, outbound.origin.surface, outbound.origin.chat_id,
-                                           outbound.origin.thread_id, payload, iso(utcnow())]).fetchone()
-                if new is not None:
-                    return int(new[0])
-                row = db.execute("SELECT id, state, payload FROM outbox WHERE dedupe_key = ?", [dedupe_key]).fetchone()
-            item_id, state, old = row
-            if state in ("sent", "failed") and old != payload:
-                db.execute("UPDATE outbox SET payload = ?, state = 'pending', attempts = 0, next_attempt_at = NULL,"
-                           " error = NULL, revision = revision + 1 WHERE id = ?", [payload, item_id])
-            elif state == "pending" and old != payload:  # a retry time already set still applies
-                db.execute("UPDATE outbox SET payload = ?, revision = revision + 1 WHERE id = ?", [payload, item_id])
-            return int(item_id)
+            if along is None:
+                return put_outbound(db, outbound, dedupe_key)
+            with db.atomic():
+                along(db)
+                return put_outbound(db, outbound, dedupe_key)
 
         return await self.store.run(op)
 
@@ -141,6 +134,27 @@ class Outbox:
             " count(*) FILTER (WHERE state = 'failed') AS failed,"
             " min(CASE WHEN state = 'pending' THEN created_at END) AS oldest_pending_at"
             " FROM outbox WHERE state != 'sent' GROUP BY surface ORDER BY surface")])
+
+
+def put_outbound(db: Database, outbound: Outbound, dedupe_key: str) -> int:
+    """`Outbox.put` on the store thread: insert the row for `dedupe_key`, or rewrite that row (pending
+    again, so the dispatcher sends or edits). A row that failed gets the new text as a new chance (one
+    refused edit of a streaming reply must not lose the rest); an unchanged row is left be."""
+    payload = outbound.model_dump_json()
+    row = db.execute("SELECT id, state, payload FROM outbox WHERE dedupe_key = ?", [dedupe_key]).fetchone()
+    if row is None:  # inserted unless another process wrote the key since: then rewrite that row
+        new = db.execute(_INSERT, [dedupe_key, outbound.origin.surface, outbound.origin.chat_id,
+                                   outbound.origin.thread_id, payload, iso(utcnow())]).fetchone()
+        if new is not None:
+            return int(new[0])
+        row = db.execute("SELECT id, state, payload FROM outbox WHERE dedupe_key = ?", [dedupe_key]).fetchone()
+    item_id, state, old = row
+    if state in ("sent", "failed") and old != payload:
+        db.execute("UPDATE outbox SET payload = ?, state = 'pending', attempts = 0, next_attempt_at = NULL,"
+                   " error = NULL, revision = revision + 1 WHERE id = ?", [payload, item_id])
+    elif state == "pending" and old != payload:  # a retry time already set still applies
+        db.execute("UPDATE outbox SET payload = ?, revision = revision + 1 WHERE id = ?", [payload, item_id])
+    return int(item_id)
 
 
 def add_outbound(db: Database, outbound: Outbound, dedupe_key: str | None = None) -> int:

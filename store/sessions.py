@@ -51,9 +51,7 @@ class Sessions:
 
     async def update(self, session_id: str, **fields: Any) -> None:
         """Set columns; list/dict values are stored as JSON."""
-        values = {k: (dumps(v) if isinstance(v, (list, dict)) else v) for k, v in fields.items()}
-        values["updated_at"] = iso(utcnow())
-        await self.store.run(lambda db: db["sessions"].update(session_id, values))
+        await self.store.run(lambda db: update_session(db, session_id, fields))
 
     async def new_epoch(self, session_id: str) -> int:
         """Start a fresh context (`/new`): old messages stay searchable but leave the model's view."""
@@ -64,3 +62,12 @@ class Sessions:
 
         return await self.store.run(op)
 
+
+
+def update_session(db: Database, session_id: str, fields: dict[str, Any]) -> None:
+    """`Sessions.update` on the store thread, for a caller writing it in its own transaction."""
+    values = {k: (dumps(v) if isinstance(v, (list, dict)) else v) for k, v in fields.items()}
+    values["updated_at"] = iso(utcnow())
+    # Plain SQL: sqlite-utils' Table.update reads the row and the table's schema first (a turn pays it).
+    db.execute(f"UPDATE sessions SET {', '.join(f'{k} = ?' for k in values)} WHERE id = ?",
+               [*values.values(), session_id])

@@ -22,9 +22,9 @@ from store.records import MessageRecord, SessionRecord
 log = logging.getLogger(__name__)
 
 MAX_ROWS = 2_000  # rows read for one summary
-CHECK_FILL = 0.75  # look at the store only once the window is this full (else nothing can have dropped)
 MAX_INPUT_CHARS = 60_000  # of transcript sent to the summariser (the newest part, when longer)
 ROW_CHARS = 1_500  # per message, tool results in particular
+CHECK_FILL = 0.75  # look at the store only once the window is this full and has dropped rows
 INSTRUCTIONS = (
     "You maintain the memory of a long chat between a user and their assistant. Summarise the transcript "
     "below (and the earlier summary, if given) for the assistant's own use, in at most 250 words: what the "
@@ -66,8 +66,10 @@ class Compactor:
 
     async def after_reply(self, session: SessionRecord, delivered: Coroutine[Any, Any, None]) -> None:
         """Once the reply is on screen, compact if the session outgrew its budget. Never raises."""
-        if self.model is None or self.windows.fill(session.id) < CHECK_FILL * self.windows.budget:
-            delivered.close()  # nothing can have dropped out of the window yet
+        windows = self.windows
+        if self.model is None or not windows.dropped(session.id) or \
+                windows.fill(session.id) < CHECK_FILL * windows.budget:
+            delivered.close()  # nothing has dropped out of the window yet: nothing to summarise
             return
         try:
             await delivered

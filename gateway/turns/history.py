@@ -10,6 +10,7 @@ Everything stays in the store.
 from __future__ import annotations
 
 from collections import OrderedDict
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -23,6 +24,12 @@ T = TypeVar("T")
 # What one image counts against the context budget, in characters (about its token cost in a vision
 # model). Images are fitted after the text, so when the budget is tight they are dropped first.
 IMAGE_CHARS = 4_000
+# The cache of windows is bounded in bytes: a few MB for every session together, least recently used
+# evicted first (an evicted session is read again from the store on its next turn).
+CACHE_BYTES = 6_000_000  # about 20 full windows of the default 48,000-character budget
+# What a cached row costs besides its content: the record and its converted chat message with their
+# small strings, lists and dicts (measured with tracemalloc, tests/test_history_cache.py).
+ROW_BYTES = 2_400
 
 
 def to_chat(msg: MessageRecord) -> ChatMessage:
@@ -46,6 +53,13 @@ def _images(msg: MessageRecord) -> list[ImagePart]:
 
 def _size(msg: MessageRecord) -> int:
     return len(msg.content) + sum(len(c.arguments) + len(c.name) for c in msg.tool_calls) + 20
+
+
+def _bytes(msg: MessageRecord) -> int:
+    """About what a cached row holds in memory: its strings (images included) and the objects around them."""
+    images = sum(sys.getsizeof(i.get("data", "")) for i in msg.meta.get("images", ()))
+    calls = sum(sys.getsizeof(c.arguments) for c in msg.tool_calls)
+    return ROW_BYTES + sys.getsizeof(msg.content) + calls + images
 
 
 def newest_turns(messages: list[MessageRecord], budget_chars: int,
@@ -112,10 +126,16 @@ def covered_to(summary: MessageRecord | None) -> int:
 
 @dataclass
 class _Window:
+    """One session's cached rows and what they cost, kept as running totals so a turn pays for its new
+    rows rather than for the whole window: characters against the budget, bytes against the cache's bound."""
+
     epoch: int
-    rows: list[MessageRecord]
     summary: MessageRecord | None = None
+    rows: list[MessageRecord] = field(default_factory=list)
     last_id: int = 0
+    dropped: bool = False  # unsummarised rows older than the window exist (compaction has work)
+    chars: int = 0  # of the rows
+    nbytes: int = 0  # of the rows and the summary
     chats: dict[int, ChatMessage] = field(default_factory=dict)  # stored rows already converted
     sizes: dict[int, int] = field(default_factory=dict)  # and already measured
 
@@ -124,6 +144,31 @@ class _Window:
 
     def chat(self, msg: MessageRecord) -> ChatMessage:
         return _once(self.chats, msg, to_chat)
+
+    def extend(self, new: list[MessageRecord], budget: int) -> None:
+        """Add rows newer than the window's, then drop whole turns from the oldest end while it is over
+        `budget` (the newest turn stays, even alone over it): what `newest_turns` keeps."""
+        for m in new:
+            self.rows.append(m)
+            self.chars += self.size(m)
+            self.nbytes += _bytes(m)
+            self.last_id = max(self.last_id, m.id or 0)
+        cut = 0
+        while self.chars > budget:
+            end = cut
+            while end < len(self.rows) and self.rows[end].turn_id == self.rows[cut].turn_id:
+                end += 1
+            if end == len(self.rows):
+                break
+            for m in self.rows[cut:end]:
+                self.chars -= self.size(m)
+                self.nbytes -= _bytes(m)
+                self.sizes.pop(m.id or 0, None)
+                self.chats.pop(m.id or 0, None)
+            cut = end
+        if cut:
+            self.rows = self.rows[cut:]
+            self.dropped = True
 
 
 def _once(cache: dict[int, T], msg: MessageRecord, compute: Callable[[MessageRecord], T]) -> T:
@@ -141,40 +186,56 @@ class HistoryWindows:
 
     The store stays the source of truth: every load asks it for rows newer than the last one seen
     (which also picks up rows other processes wrote, e.g. a follow-up after a CLI approval), so a turn
-    parses a handful of new rows instead of the whole window. Bounded in sessions and in characters.
+    parses a handful of new rows instead of the whole window. Each window is bounded in characters (the
+    context budget), all of them together in bytes (`max_bytes`, least recently used evicted first).
     """
 
-    def __init__(self, messages: Messages, budget_chars: int, max_sessions: int = 256) -> None:
+    def __init__(self, messages: Messages, budget_chars: int, max_bytes: int = CACHE_BYTES) -> None:
         self.messages = messages
         self.budget = budget_chars
-        self.max_sessions = max_sessions
+        self.max_bytes = max_bytes
         self._windows: OrderedDict[str, _Window] = OrderedDict()
+        self._bytes = 0  # of every cached window
+
+    @property
+    def cached_bytes(self) -> int:
+        """What the cached windows hold, by the estimate the bound is enforced on."""
+        return self._bytes
+
+    def cached(self, session_id: str) -> bool:
+        return session_id in self._windows
 
     async def load(self, session_id: str, epoch: int) -> list[MessageRecord]:
         """The session's newest whole turns within the budget, oldest first (a copy the caller owns)."""
-        window = self._windows.get(session_id)
+        window = self._windows.pop(session_id, None)
+        if window is not None:
+            self._bytes -= window.nbytes
+            if window.epoch == epoch:
+                window = await self._top_up(session_id, window)
         if window is None or window.epoch != epoch:
             summary = await self.messages.latest_summary(session_id, epoch)
-            rows = await self.messages.recent_within(session_id, epoch, self._budget(summary), covered_to(summary))
-            window = _Window(epoch, rows, summary, last_id=(summary.id or 0) if summary else 0)
-        else:
-            new = await self.messages.after(session_id, epoch, window.last_id)
-            window.last_id = max((m.id or 0 for m in new), default=window.last_id)
-            for m in new:
-                if m.role == "summary":  # compaction ran: the window now starts after what it covers
-                    window.summary = m
-            cut = covered_to(window.summary)
-            window.rows = newest_turns([m for m in window.rows + new if m.role != "summary" and (m.id or 0) > cut],
-                                       self._budget(window.summary), window.size)
-        window.last_id = max([window.last_id, *(m.id or 0 for m in window.rows)])
-        kept = {m.id for m in window.rows}
-        window.chats = {i: c for i, c in window.chats.items() if i in kept}
-        window.sizes = {i: n for i, n in window.sizes.items() if i in kept}
+            budget = self._budget(summary)
+            # recent_within reads one turn past the budget when there is more, so a cut here says
+            # unsummarised rows were left out
+            read = await self.messages.recent_within(session_id, epoch, budget, covered_to(summary))
+            window = _Window(epoch, summary, last_id=(summary.id or 0) if summary else 0,
+                             nbytes=_bytes(summary) if summary else 0)
+            window.extend(read, budget)
         self._windows[session_id] = window
-        self._windows.move_to_end(session_id)
-        while len(self._windows) > self.max_sessions:
-            self._windows.popitem(last=False)
+        self._bytes += window.nbytes
+        while self._bytes > self.max_bytes and len(self._windows) > 1:
+            _, evicted = self._windows.popitem(last=False)
+            self._bytes -= evicted.nbytes
         return list(window.rows)
+
+    async def _top_up(self, session_id: str, window: _Window) -> _Window | None:
+        """The cached window with the rows written since; None when a new summary arrived (compaction
+        ran: the window is read again, to start after what the summary covers)."""
+        new = await self.messages.after(session_id, window.epoch, window.last_id)
+        if any(m.role == "summary" for m in new):
+            return None
+        window.extend(new, self._budget(window.summary))
+        return window
 
     def _budget(self, summary: MessageRecord | None) -> int:
         return max(0, self.budget - (_size(summary) if summary is not None else 0))
@@ -186,19 +247,48 @@ class HistoryWindows:
         if window is None:
             return fit_history(rows, self.budget)
         head = [to_chat(window.summary)] if window.summary is not None else []
-        return head + fit_history(rows, self._budget(window.summary), window.chat, window.size)
+        budget = self._budget(window.summary)
+        n = len(window.rows)
+        if len(rows) >= n and all(a is b for a, b in zip(rows, window.rows)):  # the window, then this turn's rows
+            used = window.chars + sum(window.size(m) for m in rows[n:])
+            if used <= budget:  # the usual case: all of it fits, nothing to measure again
+                return head + _drop_orphans(_fit_images([window.chat(m) for m in rows], budget - used))
+        return head + fit_history(rows, budget, window.chat, window.size)
 
     def fill(self, session_id: str) -> int:
         """Characters of stored history in the session's window (0 when it is not loaded)."""
         window = self._windows.get(session_id)
         if window is None:
             return 0
-        return sum(window.size(m) for m in window.rows) + (_size(window.summary) if window.summary else 0)
+        return window.chars + (_size(window.summary) if window.summary else 0)
+
+    def dropped(self, session_id: str) -> bool:
+        """Whether the session's window left out unsummarised rows (False when it is not loaded)."""
+        window = self._windows.get(session_id)
+        return window is not None and window.dropped
 
     def summary(self, session_id: str) -> MessageRecord | None:
         """The summary the session's window starts with (after `load`)."""
         window = self._windows.get(session_id)
         return window.summary if window is not None else None
+
+
+RECENT_TURNS = 2  # toolsets used this many turns back stay selected (follow-ups like "yes, send it")
+
+
+def recent_toolsets(rows: list[MessageRecord], current_turn: str, toolset_of: dict[str, str]) -> list[str]:
+    """Toolsets (by `toolset_of` tool name) whose tools were called in the last RECENT_TURNS turns of
+    `rows` before `current_turn`."""
+    turns: set[str] = set()
+    used: set[str] = set()
+    for m in reversed(rows):  # newest first; stop once past the turns that count
+        if m.turn_id != current_turn and m.turn_id not in turns:
+            if len(turns) == RECENT_TURNS:
+                break
+            turns.add(m.turn_id)
+        if m.role == "tool" and m.turn_id != current_turn and m.tool_name in toolset_of:
+            used.add(toolset_of[m.tool_name])
+    return sorted(used)
 
 
 UNKNOWN_OUTCOME = ("Outcome unknown: the process stopped while this ran. It was not run again; check whether "

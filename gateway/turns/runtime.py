@@ -30,13 +30,14 @@ from gateway.selection.selector import select_toolsets, tools_for
 from gateway.services.media import Media
 from gateway.surfaces.base import Surface
 from gateway.turns.compaction import Compactor
-from gateway.turns.history import HistoryWindows, external_sources, to_chat
+from gateway.turns.history import HistoryWindows, external_sources, recent_toolsets, to_chat
 from gateway.turns.lanes import Lanes
 from gateway.turns.live_reply import LiveReply
 from gateway.turns.prompt import system_prompt
 from gateway.turns.reply_calls import TurnCalls
 from gateway.turns.tool_call import ToolCaller
 from gateway.turns.tool_context import TurnContext
+from gateway.turns.writes import turn_end, turn_start
 from store.audit import Audit
 from store.db import Store
 from store.inbound import InboundLog
@@ -51,7 +52,6 @@ from toolsets.skills import skills_prompt
 
 log = logging.getLogger(__name__)
 
-RECENT_TURNS = 2  # toolsets used this many turns back stay selected (follow-ups like "yes, send it")
 CommandHandler = Callable[[Inbound, SessionRecord], Awaitable[str | Outbound | None]]
 
 
@@ -134,16 +134,21 @@ class Runtime:
     async def _handle(self, queue_id: int, inbound: Inbound) -> None:
         sid = self.session_id(inbound)
         async with self._lanes.hold(sid):
+            recorded = False  # the reply's transaction marked the inbound done
             try:
-                await self._turn(queue_id, inbound, sid)
+                recorded = await self._turn(queue_id, inbound, sid)
             except Exception:  # a bug in one turn must not kill the lane; the person hears about it
                 log.exception("turn_failed session=%s", sid)
                 await self.reply(inbound.origin, "Sorry — something went wrong on my side handling that message.",
                                  f"in-{queue_id}:error")
-            await self.inbound_log.done(queue_id)
+            if not recorded:
+                await self.inbound_log.done(queue_id)
             self._submitted.discard(queue_id)
+        if self.messages.index_due:  # the search index catches up in a batch, after the turn, not in it
+            await self.messages.catch_up()
 
-    async def _turn(self, queue_id: int, inbound: Inbound, sid: str) -> None:
+    async def _turn(self, queue_id: int, inbound: Inbound, sid: str) -> bool:
+        """One inbound's turn; True when its reply was written together with the inbound marked done."""
         turn_id = f"in-{queue_id}"
         if not await self.access.is_allowed(inbound.surface, inbound.user_id):
             answer = await self.access.pairing_reply(inbound)
@@ -151,20 +156,20 @@ class Runtime:
                 await self.reply(inbound.origin, answer.reply, f"{turn_id}:pairing")
             for notice, key in answer.notices:
                 await self.outbox.enqueue(notice, key)
-            return
+            return False
         session = await self.sessions.get_or_create(sid, inbound.origin, inbound.user_key)
         too_long = inbound_too_long(inbound.text)
         if too_long:  # refused whole: a cut message could mean something else than what was sent
             await self.reply(inbound.origin, too_long, f"{turn_id}:too-long")
-            return
+            return False
         if inbound.text.startswith("/") and self.commands is not None:
             answer = await self.commands(inbound, session)
             if isinstance(answer, Outbound):
                 await self.outbox.enqueue(answer, f"{turn_id}:command")
-                return
+                return False
             if answer is not None:
                 await self.reply(inbound.origin, answer, f"{turn_id}:command")
-                return
+                return False
         surface = self.surfaces.get(inbound.surface)
         progress = surface.progress(inbound.origin, inbound.platform_message_id) if surface else contextlib.nullcontext()
         live = self._live(inbound.origin, f"{turn_id}:reply")
@@ -173,14 +178,16 @@ class Runtime:
             for index, notice in enumerate(prepared.notices):
                 await self.reply(inbound.origin, notice, f"{turn_id}:media:{index}")
             if prepared.empty:
-                return
+                return False
             if live is not None:
                 live.prefix = prepared.heard
+            answer: list[MessageRecord] = []
             text = await self.model_turn(session, turn_id, user_text=prepared.text, images=prepared.images,
-                                         has_attachments=bool(inbound.attachments), live=live)
-        outbox_id = await self._answer(inbound.origin, text, f"{turn_id}:reply", live, prepared.heard)
+                                         has_attachments=bool(inbound.attachments), live=live, unstored=answer)
+        outbox_id = await self._answer(inbound.origin, text, f"{turn_id}:reply", live, prepared.heard, answer, queue_id)
         if outbox_id is not None:
             self._compact_after(session, outbox_id)
+        return outbox_id is not None and live is None
 
     async def _follow_up(self, session_id: str, event: str, dedupe: str, tainted_by: list[str]) -> None:
         async with self._lanes.hold(session_id):
@@ -188,9 +195,11 @@ class Runtime:
             if session is None:
                 return
             live = self._live(session.origin, f"{dedupe}:reply")
+            answer: list[MessageRecord] = []
             async with _abandoned_on_error(live):
-                text = await self.model_turn(session, dedupe, event=event, live=live, tainted_by=tainted_by)
-            outbox_id = await self._answer(session.origin, text, f"{dedupe}:reply", live)
+                text = await self.model_turn(session, dedupe, event=event, live=live, tainted_by=tainted_by,
+                                             unstored=answer)
+            outbox_id = await self._answer(session.origin, text, f"{dedupe}:reply", live, "", answer)
             if outbox_id is not None:
                 self._compact_after(session, outbox_id)
 
@@ -207,16 +216,18 @@ class Runtime:
         return await self.outbox.enqueue(Outbound(origin=origin, text=text), dedupe)
 
     async def _answer(self, origin: Origin, text: str | None, dedupe: str, live: LiveReply | None,
-                      heard: str = "") -> int | None:
+                      heard: str, answer: list[MessageRecord], queue_id: int | None = None) -> int | None:
         """Deliver a turn's final text (after `heard`, what a voice note said); returns its outbox row.
         Written with `put`, not `enqueue`: a turn re-run after a crash (at start-up, before the surfaces
         stream) finds the row its first run streamed into, and its final text becomes an edit of that
-        message instead of being dropped as a duplicate."""
-        if live is not None:
-            return await live.finish(text)
-        if text:
-            return await self.outbox.put(Outbound(origin=origin, text=heard + text), dedupe)
-        return None
+        message instead of being dropped as a duplicate. The unstored `answer` and the inbound marked
+        done go in the row's transaction (`turn_end`); a live reply stores its answer first."""
+        if live is not None or not text:
+            if answer:
+                await self.messages.add_many(answer)
+            return await live.finish(text) if live is not None else None
+        self.messages.wrote(len(answer))
+        return await self.outbox.put(Outbound(origin=origin, text=heard + text), dedupe, turn_end(answer, queue_id))
 
     def _live(self, origin: Origin, dedupe: str) -> LiveReply | None:
         """A live reply when streaming is on and the surface can show one in this chat."""
@@ -256,7 +267,8 @@ class Runtime:
                          exclude: set[str] = frozenset(), images: list[dict[str, Any]] | None = None,
                          only: list[Toolset] | None = None, max_rounds: int | None = None,
                          with_memory: bool = True, live: LiveReply | None = None,
-                         max_tokens: int | None = None, tainted_by: list[str] = ()) -> str | None:
+                         max_tokens: int | None = None, tainted_by: list[str] = (),
+                         unstored: list[MessageRecord] | None = None) -> str | None:
         """Run the model on the session until it answers. Returns the final text (None when the turn
         ended by asking the user a question). With `live`, each model call streams into it.
 
@@ -264,7 +276,8 @@ class Runtime:
         its user may use); `with_memory=False` leaves the user's memory out of the system prompt;
         `max_tokens` stops the turn once its model calls have used that many tokens (in + out);
         `tainted_by` names outside content the turn counts as read from the start (what a subagent's
-        parent had read: its task text may carry it)."""
+        parent had read: its task text may carry it); a list given as `unstored` receives the model's
+        final message instead of the store (written with the reply: `gateway.turns.writes`)."""
         role = await self.access.role_of(session.user_key)
         if role is None:  # revoked since the turn was queued (a follow-up, an automation): nothing runs
             log.info("turn_refused session=%s reason=no_access", session.id)
@@ -273,24 +286,28 @@ class Runtime:
         mine = [m for m in rows if m.turn_id == turn_id]  # a re-run after a crash: continue, don't repeat
         if mine and mine[-1].role == "assistant" and not mine[-1].tool_calls:
             return mine[-1].content  # answered before the crash: deliver that answer
-        if not mine:
-            new = MessageRecord(session_id=session.id, epoch=session.epoch, turn_id=turn_id,
-                                role="user" if user_text is not None else "event",
-                                content=user_text if user_text is not None else (event or ""), user_key=session.user_key,
-                                meta={**({"images": images} if images else {}),
-                                      **({"external": list(tainted_by)} if tainted_by else {})})
-            await self.messages.add(new)
-            rows.append(new)
+        new = None if mine else MessageRecord(
+            session_id=session.id, epoch=session.epoch, turn_id=turn_id, role="user" if user_text is not None else "event",
+            content=user_text if user_text is not None else (event or ""), user_key=session.user_key,
+            meta={**({"images": images} if images else {}), **({"external": list(tainted_by)} if tainted_by else {})})
         if self.model is None:
+            if new is not None:
+                await self.messages.add(new)
             return (f"No model is configured yet. Set [model] base_url and model in {self.config.source} "
                     f"(and put the API key in ${self.config.model.api_key_env}); slash commands work meanwhile: /help")
         available = await self.within_session(
             session, self.access.toolsets_for(role, self.available(exclude) if only is None else only))
         pins = session.pinned_toolsets if only is None else [ts.name for ts in available]
         selection = select_toolsets(user_text or event or "", has_attachments=has_attachments,
-                                    recent=self._recent_toolsets(rows, turn_id), pins=pins, available=available)
-        if selection.model_dump() != session.last_selection:  # usually unchanged: skip the write
-            await self.sessions.update(session.id, last_selection=selection.model_dump())
+                                    recent=recent_toolsets(rows, turn_id, self._tool_toolset), pins=pins,
+                                    available=available)
+        chosen = selection.model_dump()
+        start = turn_start(new, session.id, chosen if chosen != session.last_selection else None)
+        if start is not None:
+            self.messages.wrote(new is not None)
+            await self.store.run(start)
+        if new is not None:
+            rows.append(new)
         ctx = TurnContext(store=self.store, user_key=session.user_key, session_id=session.id, origin=session.origin,
                           tz=self.config.tz, turn_id=turn_id, services=self.services, enqueue=self.outbox.enqueue,
                           available={ts.name: ts for ts in available}, loaded=set(selection.names),
@@ -332,7 +349,10 @@ class Runtime:
             assistant = MessageRecord(session_id=session.id, epoch=session.epoch, turn_id=turn_id, role="assistant",
                                       content=reply.text, tool_calls=reply.tool_calls, user_key=session.user_key,
                                       meta={"usage": reply.usage.model_dump(), "model": reply.model})
-            await self.messages.add(assistant)
+            if reply.tool_calls or unstored is None:
+                await self.messages.add(assistant)
+            else:
+                unstored.append(assistant)
             convo.append(to_chat(assistant))
             spent += reply.usage.input_tokens + reply.usage.output_tokens
             if not reply.tool_calls:
@@ -340,24 +360,13 @@ class Runtime:
             for call in reply.tool_calls:
                 _, visible = await self.calls.run(ctx, session, call, loader)
                 convo.append(ChatMessage(role="tool", content=visible, tool_call_id=call.id, name=call.name))
-            await self._show_images(ctx, session, convo)
+            if (shown := ctx.images_shown(session.epoch)) is not None:
+                await self.messages.add(shown)
+                convo.append(to_chat(shown))
             if ctx.ended:
                 return None
         return (f"I stopped after {rounds} rounds of tool calls without finishing. "
                 "Tell me how to continue, or narrow the request.")
-
-    async def _show_images(self, ctx: TurnContext, session: SessionRecord, convo: list[ChatMessage]) -> None:
-        """Images a tool asked to show (artifact_inspect) follow the tool results as a stored event, which
-        both wire formats accept there."""
-        if not ctx.images:
-            return
-        names = ", ".join(f"{p['name']} (artifact {p['artifact']})" for p in ctx.images)
-        event = MessageRecord(session_id=session.id, epoch=session.epoch, turn_id=ctx.turn_id, role="event",
-                              content=f"The image(s) you asked to see: {names}", user_key=session.user_key,
-                              meta={"images": ctx.images})
-        ctx.images = []
-        await self.messages.add(event)
-        convo.append(to_chat(event))
 
     def _has_buttons(self, surface_name: str) -> bool:
         surface = self.outbox.surfaces.get(surface_name)
@@ -370,19 +379,6 @@ class Runtime:
         if cached is None or cached[0] is not tool:
             cached = self._schemas[tool.name] = (tool, ToolSchema(**tool.schema()))
         return cached[1]
-
-    def _recent_toolsets(self, rows: list[MessageRecord], current_turn: str) -> list[str]:
-        """Toolsets whose tools were called in the session's last RECENT_TURNS turns before this one."""
-        turns: set[str] = set()
-        used: set[str] = set()
-        for m in reversed(rows):  # newest first; stop once past the turns that count
-            if m.turn_id != current_turn and m.turn_id not in turns:
-                if len(turns) == RECENT_TURNS:
-                    break
-                turns.add(m.turn_id)
-            if m.role == "tool" and m.turn_id != current_turn and m.tool_name in self._tool_toolset:
-                used.add(self._tool_toolset[m.tool_name])
-        return sorted(used)
 
 
 @contextlib.asynccontextmanager

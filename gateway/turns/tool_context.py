@@ -9,7 +9,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from store.db import Store
-from store.records import Attachment, Button, Origin, Outbound
+from store.records import Attachment, Button, MessageRecord, Origin, Outbound
 from toolsets.base import ToolError, Toolset
 from toolsets.untrusted import new_boundary, wrap
 
@@ -55,6 +55,18 @@ class TurnContext:
 
     def show_image(self, part: dict[str, Any]) -> None:
         self.images.append(part)
+
+    def images_shown(self, epoch: int) -> MessageRecord | None:
+        """The images a tool asked to show (artifact_inspect) since the last call, as the event row that
+        follows the tool results (both wire formats accept it there); None when there are none."""
+        if not self.images:
+            return None
+        names = ", ".join(f"{p['name']} (artifact {p['artifact']})" for p in self.images)
+        event = MessageRecord(session_id=self.session_id, epoch=epoch, turn_id=self.turn_id, role="event",
+                              content=f"The image(s) you asked to see: {names}", user_key=self.user_key,
+                              meta={"images": self.images})
+        self.images = []
+        return event
 
     async def ask(self, question: str, options: list[str]) -> int:
         self.ended = True
