@@ -68,15 +68,20 @@ async def test_outbox_rows_are_delivered_by_one_resident_each(pair):
     for i in range(40):
         await Outbox(a if i % 2 else b).enqueue(Outbound(origin=ORIGIN, text=f"reply {i}"), f"k{i}")
     claimed: dict[str, list[int]] = {"a": [], "b": []}
+    first_claim = {"a": asyncio.Event(), "b": asyncio.Event()}
 
-    async def dispatcher(store: Store, name: str) -> None:
+    async def dispatcher(store: Store, name: str, other: str) -> None:
         box = Outbox(store)
         while rows := await box.due("telegram", limit=3):
+            claimed[name] += [row.id for row in rows]
+            first_claim[name].set()
+            # Holding its first claim until the other resident has one makes both take part on a busy
+            # machine too (one could otherwise drain all 40 before the other's first query).
+            await asyncio.wait_for(first_claim[other].wait(), 30)
             for row in rows:
-                claimed[name].append(row.id)
                 await box.mark_sent(row.id, f"m{row.id}")
 
-    await asyncio.gather(dispatcher(a, "a"), dispatcher(b, "b"))
+    await asyncio.gather(dispatcher(a, "a", "b"), dispatcher(b, "b", "a"))
     assert sorted(claimed["a"] + claimed["b"]) == sorted(set(claimed["a"] + claimed["b"]))  # none twice
     assert len(claimed["a"]) + len(claimed["b"]) == 40
     assert claimed["a"] and claimed["b"]  # both took part
