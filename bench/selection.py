@@ -1,4 +1,4 @@
-"""Toolset-selection benchmark: tools-array bytes on the first request, recall, and selection time.
+"""Toolset-selection benchmark: tools-array bytes on the first request as sent, recall, and selection time.
 
 Every registered toolset counts as available (all connectors configured), plus one MCP server: the real
 `mcp-server-time` (a test dependency), started and listed the way the gateway does it, as toolset
@@ -6,7 +6,10 @@ Every registered toolset counts as available (all connectors configured), plus o
 each figure is what a fresh conversation's first model request would carry.
 `selection_corpus.jsonl` is the labelled corpus keywords are tuned on; `selection_heldout.jsonl` is not
 tuned on, so its recall shows how well they generalize (docs/benchmarks.md says which of its lines were
-written before which tuning round). Each set also reports, per toolset, labels found/needed and wrong picks.
+written before which tuning round). `selection_unseen.jsonl` (issue 25) was written and committed before
+the meaning layer existed and is never tuned on. Bytes are those of the `tools` array in the provider's
+request body (OpenAI chat-completions; Anthropic's median too), not the neutral schemas. Each set also
+reports, per toolset, labels found/needed and wrong picks.
 
     .venv/bin/python bench/selection.py [--misses]
 """
