@@ -3,7 +3,7 @@
 Written from each toolset's purpose and from the labelled corpus (`bench/selection_corpus.jsonl`), in
 English and Chinese, to give the words people use for a need that no keyword names ("is the road
 open", "anything on the weekend"). Never from the unseen held-out set, whose recall measures them.
-A toolset without examples here (an MCP server's) is described by its own description and tool texts.
+A toolset without examples here (an MCP server's) is described by its description alone.
 """
 
 from __future__ import annotations

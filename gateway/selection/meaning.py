@@ -57,7 +57,13 @@ def terms(text: str) -> list[str]:
 
 
 def _document(ts: Toolset) -> list[str]:
-    texts = [ts.description, *(t.description for t in ts.tools), *EXAMPLES.get(ts.name, ())]
+    """A built-in toolset's description, tool descriptions and examples. Another toolset (an MCP
+    server's) has its description only: `toolsets.mcp` already decides which of its tool words select
+    it (a big, deferred server is selected by none), and its description names its tools when it may."""
+    examples = EXAMPLES.get(ts.name)
+    if examples is None:
+        return terms(ts.description)
+    texts = [ts.description, *(t.description for t in ts.tools), *examples]
     return [term for text in texts for term in terms(text)]
 
 
