@@ -1,4 +1,4 @@
-"""Toolset-selection benchmark: tools-array bytes on the first request, recall, and selection time.
+"""Toolset-selection benchmark: tools-array bytes on the first request as sent, recall, and selection time.
 
 Every registered toolset counts as available (all connectors configured), plus one MCP server: the real
 `mcp-server-time` (a test dependency), started and listed the way the gateway does it, as toolset
@@ -6,7 +6,10 @@ Every registered toolset counts as available (all connectors configured), plus o
 each figure is what a fresh conversation's first model request would carry.
 `selection_corpus.jsonl` is the labelled corpus keywords are tuned on; `selection_heldout.jsonl` is not
 tuned on, so its recall shows how well they generalize (docs/benchmarks.md says which of its lines were
-written before which tuning round). Each set also reports, per toolset, labels found/needed and wrong picks.
+written before which tuning round). `selection_unseen.jsonl` (issue 25) was written and committed before
+the meaning layer existed and is never tuned on. Bytes are those of the `tools` array in the provider's
+request body (OpenAI chat-completions; Anthropic's median too), not the neutral schemas. Each set also
+reports, per toolset, labels found/needed and wrong picks.
 
     .venv/bin/python bench/selection.py [--misses]
 """
@@ -25,14 +28,17 @@ from typing import Any
 from pydantic import BaseModel
 
 from gateway.config import McpServerConfig
+from gateway.llm.anthropic import AnthropicClient
+from gateway.llm.openai import OpenAIClient
+from gateway.llm.types import ToolSchema
 from gateway.selection.selector import schema_bytes, select_toolsets, tools_for
 from gateway.services.mcp import McpTools
-from toolsets.base import Toolset
+from toolsets.base import Tool, Toolset
 from toolsets.loader import loader_tool
 from toolsets.registry import TOOLSETS as BUILT_IN
 
 HERE = Path(__file__).parent
-CORPORA = ("selection_corpus.jsonl", "selection_heldout.jsonl")
+CORPORA = ("selection_corpus.jsonl", "selection_heldout.jsonl", "selection_unseen.jsonl")
 TIMING_ROUNDS = 50
 
 
@@ -55,6 +61,15 @@ def mcp_time_toolset() -> Toolset:
 
 
 TOOLSETS: list[Toolset] = []  # filled in main(): the built-in toolsets and mcp-time
+CLIENTS = {"openai": OpenAIClient("http://127.0.0.1:1/v1", "k", "m", 1.0, 0, 1024),
+           "anthropic": AnthropicClient("http://127.0.0.1:1", "k", "m", 1.0, 0, 1024)}
+
+
+def wire_bytes(tools: list[Tool], provider: str = "openai") -> int:
+    """Bytes of the `tools` array exactly as the provider's request body carries it (as gateway/llm builds
+    it: OpenAI's function wrappers, Anthropic's input_schema and cache marker), compact JSON."""
+    body = CLIENTS[provider].request_body([], [ToolSchema(**t.schema()) for t in tools], "m")
+    return len(json.dumps(body.get("tools", []), separators=(",", ":"), ensure_ascii=False).encode())
 
 
 class Example(BaseModel):
@@ -82,11 +97,14 @@ def evaluate(examples: list[Example], misses: list[str]) -> dict[str, Any]:
     """Bytes and recall over `examples`; appends a line per missed message to `misses`."""
     loader = loader_tool(TOOLSETS)
     sizes: list[int] = []
+    anthropic: list[int] = []
     found = needed = extra = complete = 0
     per_toolset: dict[str, list[int]] = {ts.name: [0, 0, 0] for ts in TOOLSETS}  # found, needed, wrong picks
     for ex in examples:
         names = select(ex)
-        sizes.append(schema_bytes(tools_for(names, TOOLSETS, loader)))
+        sent = tools_for(names, TOOLSETS, loader)
+        sizes.append(wire_bytes(sent))
+        anthropic.append(wire_bytes(sent, "anthropic"))
         got = set(names) & set(ex.needs)
         for name in ex.needs:
             per_toolset[name][0] += name in got
@@ -105,8 +123,9 @@ def evaluate(examples: list[Example], misses: list[str]) -> dict[str, Any]:
         "chinese": sum(any("\u4e00" <= c <= "\u9fff" for c in ex.text) for ex in examples),
         "needing_none": sum(not ex.needs for ex in examples),
         "needing_two_plus": sum(len(ex.needs) >= 2 for ex in examples),
-        "first_request_bytes_median": statistics.median(sizes),
-        "first_request_bytes_p90": percentile(sizes, 90),
+        "first_request_wire_bytes_median": statistics.median(sizes),
+        "first_request_wire_bytes_p90": percentile(sizes, 90),
+        "first_request_anthropic_bytes_median": statistics.median(anthropic),
         "recall_messages_pct": round(100 * complete / len(examples), 1),
         "recall_labels_pct": round(100 * found / max(needed, 1), 1),
         "extra_toolsets_per_message": round(extra / len(examples), 2),
@@ -142,9 +161,10 @@ def main() -> None:
     report = {
         "registered_toolsets": registered,
         "labelled_but_not_registered": sorted({n for ex in everything for n in ex.needs} - set(registered)),
-        "all_tools_bytes": schema_bytes(tools_for(registered, TOOLSETS, loader_tool(TOOLSETS))),
-        "loader_bytes": schema_bytes([loader_tool(TOOLSETS)]),
-        "toolset_bytes": {ts.name: schema_bytes(ts.tools) for ts in TOOLSETS},
+        "all_tools_wire_bytes": wire_bytes(tools_for(registered, TOOLSETS, loader_tool(TOOLSETS))),
+        "all_tools_neutral_bytes": schema_bytes(tools_for(registered, TOOLSETS, loader_tool(TOOLSETS))),
+        "loader_wire_bytes": wire_bytes([loader_tool(TOOLSETS)]),
+        "toolset_wire_bytes": {ts.name: wire_bytes(ts.tools) for ts in TOOLSETS},
         **{name.removesuffix(".jsonl"): evaluate(examples, misses) for name, examples in corpora.items()},
         "selection_us": timing(everything),
         "selection_us_4000_char_message": timing([long_paste])["median"],

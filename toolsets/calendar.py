@@ -25,8 +25,10 @@ from connectors import ical
 from connectors.calendar import CalendarClient, CalendarConflict, CalendarError, Event, EventFields
 from toolsets.base import ApprovalPolicy, ExecutionPolicy, Preview, Risk, ToolContext, ToolError, Toolset, configured
 from toolsets.calendar_format import (
-    When, change_text, day_text, event_card, event_diff, event_fields, event_line, event_ref, range_bound, when_text,
+    OptTitle, OptWhen, When, change_text, day_text, event_card, event_diff, event_fields, event_line, event_ref,
+    range_bound, when_text,
 )
+from toolsets.flat_args import OptStr, OptStrs
 from toolsets.limits import Title
 
 TOOLSET = Toolset(
@@ -128,7 +130,7 @@ async def _current(ctx: ToolContext, event_id: str, version: str, calendar: str 
 
 @TOOLSET.tool()
 async def calendar_status(ctx: ToolContext) -> str:
-    """Check the calendar account: is the server reachable, and which calendars are there."""
+    """Check the calendar server and list the calendars."""
     client = _client(ctx)
     try:
         calendars = await client.calendars(refresh=True)
@@ -141,13 +143,12 @@ async def calendar_status(ctx: ToolContext) -> str:
 
 
 @TOOLSET.tool(visible_chars=8000)
-async def calendar_list(ctx: ToolContext, start: When, end: When, calendar: str | None = None) -> str:
-    """List the events in a time range, repeating events expanded into their occurrences.
+async def calendar_list(ctx: ToolContext, start: When, end: When, calendar: OptStr = None) -> str:
+    """List events in a range (repeats expanded). Times: YYYY-MM-DD or YYYY-MM-DDTHH:MM, owner's zone.
 
     Args:
-        start: First day (YYYY-MM-DD) or moment (YYYY-MM-DDTHH:MM), in the owner's time zone.
-        end: Last day (YYYY-MM-DD, included) or moment (excluded), in the owner's time zone.
-        calendar: Only this calendar (its name); all calendars when omitted.
+        end: A day is included, a moment excluded.
+        calendar: Only this calendar; default all.
     """
     lo, hi = range_bound(start, ctx.tz), range_bound(end, ctx.tz, end=True)
     if hi <= lo:
@@ -170,37 +171,19 @@ async def calendar_list(ctx: ToolContext, start: When, end: When, calendar: str 
 
 
 @TOOLSET.tool()
-async def calendar_get(ctx: ToolContext, event_id: str, calendar: str | None = None) -> str:
-    """Read one event in full, with the version to quote when changing or cancelling it.
-
-    Args:
-        event_id: The event's id, as calendar_list shows it.
-        calendar: The calendar holding it; all calendars are searched when omitted.
-    """
+async def calendar_get(ctx: ToolContext, event_id: str, calendar: OptStr = None) -> str:
+    """Read one event in full, with the version that changes quote."""
     with _errors():
         event = await _client(ctx).get_event(event_id, calendar)
     return f"{event_ref(event)}\n" + ctx.external(f"calendar event {event.uid}", event_card(event, ctx.tz))
 
 
 @TOOLSET.tool()
-async def calendar_draft(ctx: ToolContext, event_id: str | None = None, title: Title | None = None,
-                         start: When | None = None, end: When | None = None, location: str | None = None,
-                         description: str | None = None, attendees: list[str] | None = None,
-                         repeat: str | None = None, calendar: str | None = None) -> str:
-    """Show what a new event, or a change to an event, would look like. Saves nothing.
-
-    Args:
-        event_id: The event to change; omit to draft a new event.
-        title: The event's title.
-        start: A day (YYYY-MM-DD, all-day event) or a moment (YYYY-MM-DDTHH:MM, owner's zone).
-        end: The last day (YYYY-MM-DD, included) or the end moment; defaults to one hour (one day)
-            after start, or, for a change, keeps the duration.
-        location: Where; "" removes it.
-        description: Notes; "" removes them.
-        attendees: Email addresses; the whole new list ([] removes everyone).
-        repeat: An RFC 5545 rule such as FREQ=WEEKLY;BYDAY=MO; "" stops the repetition.
-        calendar: For a new event, the calendar to put it in; for a change, where the event is.
-    """
+async def calendar_draft(ctx: ToolContext, event_id: OptStr = None, title: OptTitle = None,
+                         start: OptWhen = None, end: OptWhen = None, location: OptStr = None,
+                         description: OptStr = None, attendees: OptStrs = None,
+                         repeat: OptStr = None, calendar: OptStr = None) -> str:
+    """Preview a new event, or a change to event_id (fields as calendar_create/update). Saves nothing."""
     fields = event_fields(ctx.tz, title=title, start=start, end=end, location=location, description=description,
                           attendees=attendees, repeat=repeat)
     if event_id is None:
@@ -214,22 +197,17 @@ async def calendar_draft(ctx: ToolContext, event_id: str | None = None, title: T
 
 
 @TOOLSET.tool(**_MUTATION)
-async def calendar_create(ctx: ToolContext, title: Title, start: When, end: When | None = None,
-                          location: str | None = None, description: str | None = None,
-                          attendees: list[str] | None = None, repeat: str | None = None,
-                          calendar: str | None = None) -> str:
-    """Create an event (after the owner approves it).
+async def calendar_create(ctx: ToolContext, title: Title, start: When, end: OptWhen = None,
+                          location: OptStr = None, description: OptStr = None,
+                          attendees: OptStrs = None, repeat: OptStr = None,
+                          calendar: OptStr = None) -> str:
+    """Create an event (after the owner approves).
 
     Args:
-        title: The event's title.
-        start: A day (YYYY-MM-DD, all-day event) or a moment (YYYY-MM-DDTHH:MM, owner's zone).
-        end: The last day (YYYY-MM-DD, included) of an all-day event, or the end moment; defaults to one
-            hour (all-day: one day) after start.
-        location: Where.
-        description: Notes.
-        attendees: Email addresses of the people invited.
-        repeat: An RFC 5545 rule such as FREQ=WEEKLY;BYDAY=MO for a repeating event.
-        calendar: The calendar's name; the default calendar when omitted.
+        start: YYYY-MM-DD (all-day) or YYYY-MM-DDTHH:MM (owner's zone).
+        end: Last day (included) or end moment; default 1 hour (1 day) later.
+        attendees: Email addresses.
+        repeat: RFC 5545 rule, e.g. FREQ=WEEKLY;BYDAY=MO.
     """
     fields = event_fields(ctx.tz, title=title, start=start, end=end, location=location, description=description,
                           attendees=attendees, repeat=repeat)
@@ -237,25 +215,16 @@ async def calendar_create(ctx: ToolContext, title: Title, start: When, end: When
 
 
 @TOOLSET.tool(**_MUTATION)
-async def calendar_update(ctx: ToolContext, event_id: str, version: str, title: Title | None = None,
-                          start: When | None = None, end: When | None = None, location: str | None = None,
-                          description: str | None = None, attendees: list[str] | None = None,
-                          repeat: str | None = None, calendar: str | None = None) -> str:
-    """Change an event (after the owner approves it); only the fields given change. A repeating event
-    changes as a whole series.
+async def calendar_update(ctx: ToolContext, event_id: str, version: str, title: OptTitle = None,
+                          start: OptWhen = None, end: OptWhen = None, location: OptStr = None,
+                          description: OptStr = None, attendees: OptStrs = None,
+                          repeat: OptStr = None, calendar: OptStr = None) -> str:
+    """Change an event (after the owner approves); only given fields change; a series as a whole.
+    "" clears location, description or repeat; attendees is the whole new list.
 
     Args:
-        event_id: The event's id.
-        version: The event's version, as calendar_list, calendar_get or calendar_draft show it.
-        title: New title.
-        start: New start: a day (YYYY-MM-DD) or a moment (YYYY-MM-DDTHH:MM, owner's zone); without end,
-            the event keeps its duration.
-        end: New last day (YYYY-MM-DD, included) or end moment.
-        location: New place; "" removes it.
-        description: New notes; "" removes them.
-        attendees: The whole new list of email addresses ([] removes everyone).
-        repeat: New RFC 5545 rule such as FREQ=WEEKLY;BYDAY=MO; "" stops the repetition.
-        calendar: The calendar holding the event; all are searched when omitted.
+        version: As calendar_list/get/draft show it.
+        start: Without end, the duration is kept.
     """
     fields = event_fields(ctx.tz, title=title, start=start, end=end, location=location, description=description,
                           attendees=attendees, repeat=repeat)
@@ -269,14 +238,11 @@ async def calendar_update(ctx: ToolContext, event_id: str, version: str, title: 
 
 
 @TOOLSET.tool(**_MUTATION)
-async def calendar_cancel(ctx: ToolContext, event_id: str, version: str, calendar: str | None = None) -> str:
-    """Cancel an event: delete it from the calendar (after the owner approves). A repeating event is
-    deleted as a whole series.
+async def calendar_cancel(ctx: ToolContext, event_id: str, version: str, calendar: OptStr = None) -> str:
+    """Delete an event, a series as a whole (after the owner approves).
 
     Args:
-        event_id: The event's id.
-        version: The event's version, as calendar_list, calendar_get or calendar_draft show it.
-        calendar: The calendar holding the event; all are searched when omitted.
+        version: As calendar_list/get/draft show it.
     """
     with _errors():
         event = await _current(ctx, event_id, version, calendar)

@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import re
 from datetime import date, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 from zoneinfo import ZoneInfo
 
-from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler
+from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler, WithJsonSchema
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, core_schema
 
 from connectors.calendar import Event, EventFields, EventTime
+from toolsets.limits import TITLE_CHARS, Title
 
 _DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 
@@ -54,7 +55,13 @@ else:
 
         @classmethod
         def __get_pydantic_json_schema__(cls, schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
-            return {"anyOf": [{"type": "string", "format": "date"}, {"type": "string", "format": "date-time"}]}
+            return {"type": "string"}  # the tools say the two forms; a union costs bytes in every request
+
+
+# An optional day or moment, shown to the model as a plain string (not the anyOf with null pydantic writes
+# for `When | None`), validated as `When` or None.
+OptWhen = Annotated[When | None, WithJsonSchema({"type": "string"})]
+OptTitle = Annotated[Title | None, WithJsonSchema({"type": "string", "maxLength": TITLE_CHARS})]
 
 
 # -- showing events ---------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import date, datetime, timezone, tzinfo
+from datetime import datetime, timezone, tzinfo
 from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field, ValidationError
@@ -23,6 +23,7 @@ from connectors.mailparse import MailMessage
 from store.drafts import Drafts
 from store.records import EmailDraftRecord
 from toolsets.base import ApprovalPolicy, ExecutionPolicy, Preview, Risk, ToolContext, ToolError, Toolset, configured
+from toolsets.flat_args import OptDate, OptInt, OptStr, OptStrs
 
 if TYPE_CHECKING:  # the client (aioimaplib, aiosmtplib) is the [email] service's, imported with it
     from connectors.email import EmailClient
@@ -46,7 +47,7 @@ TOOLSET = Toolset(
 _READ: dict[str, Any] = {"risk": Risk.READ, "execution": ExecutionPolicy.DIRECT}
 _SEND: dict[str, Any] = {"risk": Risk.RUNTIME_HIGH, "approval": ApprovalPolicy.ALWAYS,
                          "execution": ExecutionPolicy.CONFIRM}
-Addresses = list[str] | None
+Addresses = OptStrs
 
 
 def _client(ctx: ToolContext) -> EmailClient:
@@ -135,29 +136,24 @@ async def email_status(ctx: ToolContext) -> str:
 @TOOLSET.tool(**_READ, visible_chars=5000)
 async def email_search(
     ctx: ToolContext,
-    sender: str | None = None,
-    to: str | None = None,
-    subject: str | None = None,
-    text: str | None = None,
-    since: date | None = None,
-    before: date | None = None,
+    sender: OptStr = None,
+    to: OptStr = None,
+    subject: OptStr = None,
+    text: OptStr = None,
+    since: OptDate = None,
+    before: OptDate = None,
     unread_only: bool = False,
     folder: str = "INBOX",
     limit: Annotated[int, Field(ge=1, le=50)] = 10,
 ) -> str:
-    """Search the mailbox; every given criterion must match. Lists uid, date, sender, subject and the start
-    of the text, newest first. Read a whole message with email_get.
+    """Search mail (all criteria must match), newest first: uid, date, sender, subject, text start.
 
     Args:
-        sender: Part of the From address or name.
-        to: Part of a To address or name.
-        subject: Part of the subject.
-        text: Words anywhere in the headers or body.
-        since: Arrived on or after this date.
-        before: Arrived before this date.
-        unread_only: Only messages not yet read.
-        folder: Folder to search.
-        limit: How many messages at most.
+        sender: Part of From.
+        to: Part of To.
+        text: Words in headers or body.
+        since: On or after this date.
+        before: Before this date.
     """
     with _errors(ctx):
         found = await _client(ctx).search(from_=sender, to=to, subject=subject, text=text, since=since,
@@ -176,12 +172,10 @@ async def email_search(
 
 @TOOLSET.tool(**_READ, visible_chars=6000)
 async def email_get(ctx: ToolContext, uid: int, folder: str = "INBOX") -> str:
-    """Read one message: headers, attachment names and sizes, and the text (HTML is converted to text).
-    Reading does not mark it as read.
+    """Read one message (headers, attachments, text); it stays unread.
 
     Args:
-        uid: The uid from email_search.
-        folder: The folder it is in.
+        uid: From email_search.
     """
     with _errors(ctx):
         message = await _client(ctx).get(uid, folder)
@@ -194,26 +188,19 @@ async def email_draft(
     to: Addresses = None,
     cc: Addresses = None,
     bcc: Addresses = None,
-    subject: str | None = None,
-    body: str | None = None,
-    reply_to_uid: int | None = None,
+    subject: OptStr = None,
+    body: OptStr = None,
+    reply_to_uid: OptInt = None,
     folder: str = "INBOX",
-    draft_id: str | None = None,
+    draft_id: OptStr = None,
 ) -> str:
-    """Write an email draft; nothing is sent. For a reply give reply_to_uid: the draft is threaded to that
-    message, the subject defaults to "Re: <its subject>" and the recipient to its sender. Give draft_id to
-    revise an unsent draft (only the given fields change). Returns the draft id and the message as it
-    would be sent; send it with email_send(draft_id=...), which needs the owner's approval.
+    """Save a draft, send nothing; returns its id (send with email_send). reply_to_uid threads a reply
+    (subject "Re: ...", to its sender); draft_id revises a draft (only given fields change).
 
     Args:
-        to: Recipient addresses, like "a@example.com" or "Ann Lee <a@example.com>".
-        cc: Copy recipients.
-        bcc: Hidden copy recipients.
-        subject: Subject line.
-        body: The message text (plain text).
-        reply_to_uid: The uid (from email_search) of the message this replies to.
-        folder: The folder of reply_to_uid.
-        draft_id: An unsent draft to revise.
+        to: Addresses, "a@x.org" or "Ann <a@x.org>".
+        body: Plain text.
+        folder: Folder of reply_to_uid.
     """
     client = _client(ctx)
     base = OutgoingMessage.model_validate((await _unsent(ctx, draft_id)).message) if draft_id else None
@@ -245,23 +232,17 @@ async def email_draft(
 @TOOLSET.tool(**_SEND)
 async def email_send(
     ctx: ToolContext,
-    draft_id: str | None = None,
+    draft_id: OptStr = None,
     to: Addresses = None,
     cc: Addresses = None,
     bcc: Addresses = None,
-    subject: str | None = None,
-    body: str | None = None,
+    subject: OptStr = None,
+    body: OptStr = None,
 ) -> str:
-    """Send an email once the owner approves: a stored draft (draft_id), or a complete new message given
-    here (to, subject, body; cc and bcc optional). The owner sees exactly what will be sent.
+    """Send, after the owner approves, a draft (draft_id) or a new message (to, subject, body; cc, bcc).
 
     Args:
-        draft_id: The draft to send (from email_draft). Give either this or the message fields.
-        to: Recipient addresses.
-        cc: Copy recipients.
-        bcc: Hidden copy recipients.
-        subject: Subject line.
-        body: The message text (plain text).
+        draft_id: From email_draft; or give the message fields instead.
     """
     return await _send(ctx, None, await _send_payload(ctx, draft_id, to, cc, bcc, subject, body))
 

@@ -1,0 +1,101 @@
+"""Example requests per built-in toolset, the documents of the meaning layer (`gateway.selection.meaning`).
+
+Written from each toolset's purpose and from the labelled corpus (`bench/selection_corpus.jsonl`), in
+English and Chinese, to give the words people use for a need that no keyword names ("is the road
+open", "anything on the weekend"). Never from the unseen held-out set, whose recall measures them.
+A toolset without examples here (an MCP server's) is described by its description alone.
+"""
+
+from __future__ import annotations
+
+EXAMPLES: dict[str, tuple[str, ...]] = {
+    "sessions": (
+        "what did we talk about before", "what did I tell you last week", "you said something earlier about it",
+        "remind me what we discussed", "what was that thing you mentioned", "go back to our earlier conversation",
+        "what was the name you gave me last time", "what did you recommend the other day", "what did I ask you",
+        "我们之前聊过什么", "你上次说的那个叫什么", "我之前问过你", "刚才说的那个", "上次推荐的",
+    ),
+    "memory": (
+        "remember that I am allergic", "keep in mind I prefer", "you should know I don't eat meat",
+        "my wife's name is", "I moved to a new city", "I live in", "forget what I said about my job",
+        "what do you know about me", "I'm vegan, I hate long answers, I prefer tea", "note that my birthday is",
+        "记住我喜欢", "我对海鲜过敏", "我住在", "忘掉我说过的", "你知道我哪些事", "我是素食者", "我不吃辣",
+    ),
+    "tasks": (
+        "add to my to-do list", "put it on my list", "what's on my list", "mark it done", "I finished that chore",
+        "note that I need to buy", "cross off the groceries", "what do I still have to do", "remove the finished ones",
+        "加到待办", "待办事项还有什么", "那件事做完了", "清单上加一个", "我要记得买", "任务完成了",
+    ),
+    "automation": (
+        "remind me later", "every morning send me", "in half an hour tell me", "wake me at seven",
+        "stop the daily summary", "which reminders are set", "each week at monday nine send a report",
+        "提醒我", "每天早上", "半小时后叫我", "取消每天的推送", "有哪些提醒",
+    ),
+    "messaging": (
+        "send me a message on telegram", "is the bot connected", "did my reminder arrive", "which chats are connected",
+        "send it to me on slack", "message me on my phone", "给我发条消息", "机器人连上了吗", "消息送到了吗",
+    ),
+    "calendar": (
+        "what do I have this weekend", "am I free later today", "anything on after work", "what's on tonight",
+        "my plans for the week", "put lunch with Ana on Friday", "move my afternoon meeting", "cancel the call tomorrow",
+        "when is my next appointment", "how busy is next week", "is the morning clear", "book time with the team",
+        "周末有什么安排", "下午有空吗", "把会议改到明天", "下周忙吗", "周五晚上约了谁", "明天上午有事吗",
+    ),
+    "email": (
+        "reply to her message and say yes", "did he write back", "any new mail", "check my inbox",
+        "forward the invoice to my accountant", "answer the letter from the landlord", "summarise unread messages",
+        "draft a note to the school", "send the email to the team", "what did the bank send me",
+        "回复他的邮件", "有新邮件吗", "给老师写封信", "转发那封发票", "看看收件箱",
+    ),
+    "skills": (
+        "what skills do you have", "use the skill for", "write a new skill", "update the procedure for",
+        "how do you usually do this recurring task", "save this as a procedure",
+        "你有哪些技能", "用那个技能", "新建一个技能", "修改技能",
+    ),
+    "subagents": (
+        "have a helper research this in the background", "delegate this to a sub-agent", "in parallel compare options",
+        "work on it on your own and report back", "spin up helpers", "background worker",
+        "派一个助手去调研", "后台处理然后告诉我", "并行调研", "子代理",
+    ),
+    "web": (
+        "what's the price of", "how much does it cost now", "when does the shop close", "opening hours",
+        "is the road closed", "traffic on the highway", "roadworks and delays on the train line",
+        "sunrise and sunset time", "weather forecast rain tomorrow", "recipe how to cook", "address and phone number of",
+        "exchange rate dollar euro", "stock share price", "who won the match score", "latest news about",
+        "look it up online", "search the web", "find a cheap flight hotel", "reviews of the restaurant",
+        "价格多少钱", "几点关门", "营业时间", "路况堵车封路", "日出日落", "天气预报下雨", "菜谱怎么做",
+        "地址电话", "汇率", "股价", "比分谁赢了", "最新新闻", "上网查一下", "开门吗",
+    ),
+    "browser": (
+        "go to the website and log in", "fill in the form on the page", "click the button on the site",
+        "take a screenshot of the web page", "download the statement from the bank website", "checkout on the shop site",
+        "打开网站登录", "在网页上填表", "网页截图", "点网站上的按钮",
+    ),
+    "file": (
+        "open the file and read it", "save this as a text file", "what's in the folder", "rename the document",
+        "find the spreadsheet in my documents", "write notes to a file", "edit the config file", "list my downloads",
+        "打开文件", "保存成文件", "文件夹里有什么", "重命名文件", "找一下文档",
+    ),
+    "terminal": (
+        "run the command", "disk space left", "which version is installed", "kill the process on the port",
+        "git pull and run the tests", "install a package with apt or pip", "check cpu and memory usage", "ping a server",
+        "运行命令", "磁盘空间", "端口被占用", "安装软件包", "跑一下测试",
+    ),
+    "computer_use": (
+        "click on my screen", "what's on my screen", "open the app on my desktop", "type into the window",
+        "close the windows on my computer", "scroll down on the screen", "press enter in that program",
+        "点屏幕上的按钮", "屏幕上显示什么", "打开电脑上的应用", "在窗口里输入",
+    ),
+    "artifact": (
+        "the file I sent you", "the photo I attached", "export it as a file to download", "the voice note I sent",
+        "pin that document", "我发给你的文件", "我发的图片", "导出成文件",
+    ),
+    "tts": (
+        "read it out loud", "say it as a voice note", "send me audio of this", "speak the answer",
+        "读给我听", "发语音", "念出来",
+    ),
+    "media_generation": (
+        "draw a picture of", "generate an image", "make a logo", "create an illustration", "paint a watercolour",
+        "画一张", "生成图片", "做个头像", "设计一个标志",
+    ),
+}

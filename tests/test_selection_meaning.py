@@ -1,0 +1,61 @@
+"""The meaning layer of toolset selection: BM25 over toolset descriptions and example requests, built
+lazily on the first selection, offering toolsets the keywords miss, and nothing for small talk."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gateway.selection import meaning
+from gateway.selection.selector import select_toolsets
+from toolsets.base import Toolset
+from toolsets.registry import TOOLSETS
+
+ROOT = Path(__file__).parents[1]
+
+
+def pick(text: str, available=TOOLSETS) -> list[str]:
+    return select_toolsets(text, has_attachments=False, recent=[], pins=None, available=available).names
+
+
+def test_importing_the_cli_builds_no_index_and_the_first_selection_does():
+    script = (
+        "import gateway.cli.main\n"
+        "from gateway.selection import meaning\n"
+        "from gateway.selection.selector import select_toolsets\n"
+        "from toolsets.registry import TOOLSETS\n"
+        "print(meaning.loaded())\n"
+        "select_toolsets('hello', has_attachments=False, recent=[], pins=None, available=TOOLSETS)\n"
+        "print(meaning.loaded())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "True"]
+
+
+def test_chinese_is_read_as_bigrams_and_english_without_stop_words_or_endings():
+    assert meaning.terms("路况怎么样") == ["路况", "况怎", "怎么", "么样"]
+    assert meaning.terms("Is the road closed?") == ["road", "clos"]
+
+
+@pytest.mark.parametrize(("text", "name"), [
+    ("what are the opening hours of the town hall", "web"),  # no web keyword names opening hours
+    ("路况怎么样，堵车吗", "web"),
+])
+def test_a_toolset_the_keywords_miss_is_offered_by_meaning(text, name):
+    selection = select_toolsets(text, has_attachments=False, recent=[], pins=None, available=TOOLSETS)
+    assert name in selection.names
+    assert selection.reasons[name].startswith(("meaning", "keyword"))
+
+
+@pytest.mark.parametrize("text", ["hi", "thanks, that's perfect", "谢谢", "ok"])
+def test_small_talk_gets_no_toolset(text):
+    assert pick(text) == []
+
+
+def test_only_available_toolsets_are_offered_and_an_index_is_per_set():
+    weather = Toolset("weather", "weather forecast: rain, snow, wind, temperature for a place")
+    only = [*(ts for ts in TOOLSETS if ts.name != "web"), weather]
+    assert pick("will it rain or snow in Oslo", available=only) == ["weather"]
+    assert meaning.index_for(only) is meaning.index_for(list(only))
+    assert "web" not in pick("will it rain tomorrow", available=only)
