@@ -18,7 +18,7 @@ import functools
 import logging
 import random
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import timedelta
 from typing import Any
 
@@ -127,14 +127,15 @@ class OutboxService:
                 more = False
                 try:
                     if lanes.in_flight:
-                        # Rows in lanes come back from `due` (still pending): while lanes are busy, let
-                        # the rows written in the next moment arrive and fetch them in one query.
+                        # While lanes are busy, let the rows written in the next moment arrive and fetch
+                        # them in one query.
                         await asyncio.sleep(COALESCE_S)
                     if lanes.room:
-                        # Rows in lanes are still pending, so they come back: ask for that many more.
+                        # Rows in lanes are still pending, so they are read again (not parsed again unless
+                        # rewritten): ask for that many more.
                         limit = min(BATCH, lanes.room) + lanes.in_flight
-                        items = await self.repo.due(name, limit=limit)
-                        more = lanes.take(items) and len(items) == limit
+                        items, read = await self.repo.due_except(name, limit, dict(lanes.handed))
+                        more = lanes.take(items) and read == limit
                 except asyncio.CancelledError:
                     raise
                 except Exception:  # never let one bad row stop delivery for the surface
@@ -213,6 +214,11 @@ class _Lanes:
     @property
     def in_flight(self) -> int:
         return len(self._revisions)
+
+    @property
+    def handed(self) -> Mapping[int, int]:
+        """Every row in a lane: the revision handed over."""
+        return self._revisions
 
     @property
     def room(self) -> int:

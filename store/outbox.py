@@ -12,7 +12,7 @@ sending a second one.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pydantic import BaseModel
@@ -78,27 +78,30 @@ class Outbox:
         """Pending rows for `surface` whose retry time has come, oldest first. On a shared store they are
         claimed for this process (rows another live process claimed are skipped, locked ones too), so two
         residents never deliver one row; recording the outcome ends the claim."""
-        if self.store.shared:
-            return await self.store.run(lambda db: self._claim(db, surface, limit))
+        items, _ = await self.due_except(surface, limit, {})
+        return items
 
-        def op(db: Database) -> list[OutboxItem]:
-            rows = db.execute_returning_dicts(
+    async def due_except(self, surface: str, limit: int, handed: Mapping[int, int]) -> tuple[list[OutboxItem], int]:
+        """`due`, for a dispatcher whose rows `handed` (id → revision) are still being delivered: those
+        rows are read (and on a shared store claimed again, which renews their lease) but not parsed or
+        returned unless rewritten since. Returns the other rows and how many rows were read in all."""
+        def op(db: Database) -> tuple[list[OutboxItem], int]:
+            rows = self._claim(db, surface, limit) if self.store.shared else db.execute_returning_dicts(
                 "SELECT * FROM outbox WHERE state = 'pending' AND surface = ?"
                 " AND (next_attempt_at IS NULL OR next_attempt_at <= ?) ORDER BY id LIMIT ?",
-                [surface, iso(utcnow()), limit],
-            )
-            return [_item(r) for r in rows]
+                [surface, iso(utcnow()), limit])
+            return [_item(r) for r in rows if handed.get(r["id"]) != r["revision"]], len(rows)
 
         return await self.store.run(op)
 
-    def _claim(self, db: Database, surface: str, limit: int) -> list[OutboxItem]:
+    def _claim(self, db: Database, surface: str, limit: int) -> list[dict[str, Any]]:
         now, me = self.store.now(), self.store.owner
         rows = db.execute_returning_dicts(
             "UPDATE outbox SET owner = ?, lease_until = ? WHERE id IN (SELECT id FROM outbox"
             " WHERE state = 'pending' AND surface = ? AND (next_attempt_at IS NULL OR next_attempt_at <= ?)"
             " AND (owner IS NULL OR owner = ? OR lease_until <= ?) ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED)"
             " RETURNING *", [me, lease_until(now), surface, iso(utcnow()), me, iso(now), limit])
-        return [_item(r) for r in sorted(rows, key=lambda r: r["id"])]
+        return sorted(rows, key=lambda r: r["id"])
 
     async def mark_sending(self, item_id: int) -> None:
         """Record that a new message's send begins: until its outcome is recorded, it may be on the
