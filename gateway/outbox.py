@@ -52,6 +52,7 @@ class OutboxService:
         self._wake: dict[str, asyncio.Event] = {}
         self._settled: dict[str, bool] = {}  # the last pass found nothing more it could deliver
         self._retrying: dict[str, set[int]] = {}  # rows waiting on a retry time, per surface
+        self._sending: dict[str, set[int]] = {}  # rows `due` marked as being sent, not yet tried, per surface
         self._tasks: list[asyncio.Task[None]] = []
         self._changed = asyncio.Condition()
 
@@ -80,6 +81,7 @@ class OutboxService:
             self._wake[name].set()
             self._settled[name] = False
             self._retrying[name] = set()
+            self._sending[name] = set()
             self._tasks.append(asyncio.create_task(self._dispatch(name, surface), name=f"outbox-{name}"))
 
     async def stop(self, flush_timeout_s: float = 5.0) -> None:
@@ -134,8 +136,9 @@ class OutboxService:
                         # Rows in lanes are still pending, so they are read again (not parsed again unless
                         # rewritten): ask for that many more.
                         limit = min(BATCH, lanes.room) + lanes.in_flight
-                        items, read = await self.repo.due_except(name, limit, dict(lanes.handed))
-                        more = lanes.take(items) and read == limit
+                        due = await self.repo.due_except(name, limit, dict(lanes.handed), lanes.busy)
+                        self._sending[name] |= due.sending
+                        more = lanes.take(due.items) and due.read == limit
                 except asyncio.CancelledError:
                     raise
                 except Exception:  # never let one bad row stop delivery for the surface
@@ -179,8 +182,10 @@ class OutboxService:
             if target.state == "pending":
                 return  # deliver the original first; this edit stays pending
             edit_id = target.platform_message_id
-        if edit_id is None:  # a new message: a crash from here until its outcome is recorded leaves it in doubt
-            await self.repo.mark_sending(item.id)
+        marked = item.id in self._sending[surface.name]  # marked with the query that found it
+        self._sending[surface.name].discard(item.id)
+        if edit_id is None and not marked:  # a new message: a crash from here until its outcome is recorded
+            await self.repo.mark_sending(item.id)  # leaves it in doubt
         try:
             platform_id = await surface.deliver(item, edit_id)
         except DeliveryError as exc:
@@ -219,6 +224,11 @@ class _Lanes:
     def handed(self) -> Mapping[int, int]:
         """Every row in a lane: the revision handed over."""
         return self._revisions
+
+    @property
+    def busy(self) -> frozenset[str]:
+        """The chat ids whose lanes are delivering (one surface's dispatcher: the chat id is the key)."""
+        return frozenset(chat.split(":", 1)[1] for chat in self._tasks)
 
     @property
     def room(self) -> int:
