@@ -18,7 +18,7 @@ import functools
 import logging
 import random
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import timedelta
 from typing import Any
 
@@ -52,6 +52,8 @@ class OutboxService:
         self._wake: dict[str, asyncio.Event] = {}
         self._settled: dict[str, bool] = {}  # the last pass found nothing more it could deliver
         self._retrying: dict[str, set[int]] = {}  # rows waiting on a retry time, per surface
+        self._sending: dict[str, set[int]] = {}  # rows `due` marked as being sent, not yet tried, per surface
+        self._asked: dict[str, bool] = {}  # `wake` was called since the dispatcher last looked
         self._tasks: list[asyncio.Task[None]] = []
         self._changed = asyncio.Condition()
 
@@ -70,6 +72,7 @@ class OutboxService:
     def wake(self, surface: str) -> None:
         event = self._wake.get(surface)
         if event is not None:
+            self._asked[surface] = True
             event.set()
 
     def start(self, surfaces: dict[str, Surface]) -> None:
@@ -80,6 +83,8 @@ class OutboxService:
             self._wake[name].set()
             self._settled[name] = False
             self._retrying[name] = set()
+            self._sending[name] = set()
+            self._asked[name] = False
             self._tasks.append(asyncio.create_task(self._dispatch(name, surface), name=f"outbox-{name}"))
 
     async def stop(self, flush_timeout_s: float = 5.0) -> None:
@@ -120,26 +125,35 @@ class OutboxService:
     async def _dispatch(self, name: str, surface: Surface) -> None:
         wake = self._wake[name]
         lanes = _Lanes(functools.partial(self._deliver_one, surface), wake)
+        look = True  # pending rows from before a restart
         try:
             while True:
                 wake.clear()
+                # A lane that delivered all it was given wakes this loop only to settle: the store is asked
+                # again only when rows may be waiting (written since, left pending, rewritten, or a poll).
+                look = look or self._asked[name] or lanes.look
+                self._asked[name] = lanes.look = False
                 self._settled[name] = False
                 more = False
                 try:
-                    if lanes.in_flight:
-                        # Rows in lanes come back from `due` (still pending): while lanes are busy, let
-                        # the rows written in the next moment arrive and fetch them in one query.
+                    if look and lanes.in_flight:
+                        # While lanes are busy, let the rows written in the next moment arrive and fetch
+                        # them in one query.
                         await asyncio.sleep(COALESCE_S)
-                    if lanes.room:
-                        # Rows in lanes are still pending, so they come back: ask for that many more.
+                    if look and lanes.room:
+                        # Rows in lanes are still pending, so they are read again (not parsed again unless
+                        # rewritten): ask for that many more.
+                        look = False
                         limit = min(BATCH, lanes.room) + lanes.in_flight
-                        items = await self.repo.due(name, limit=limit)
-                        more = lanes.take(items) and len(items) == limit
+                        due = await self.repo.due_except(name, limit, dict(lanes.handed), lanes.busy)
+                        self._sending[name] |= due.sending
+                        more = lanes.take(due.items) and due.read == limit
                 except asyncio.CancelledError:
                     raise
                 except Exception:  # never let one bad row stop delivery for the surface
                     log.exception("outbox_dispatch_error surface=%s", name)
                 if wake.is_set() or (more and lanes.room):
+                    look = look or (more and lanes.room)
                     continue  # new rows arrived meanwhile, or there are more than one batch
                 if not lanes.in_flight:
                     self._settled[name] = True
@@ -147,39 +161,44 @@ class OutboxService:
                         self._changed.notify_all()
                 # Rows waiting on a retry time are polled every second so retries are not late; otherwise
                 # every few seconds, to pick up rows written by another process (the CLI, `anyy chat`).
-                # A lane that finishes wakes this loop: its chat may have more, or a rewritten row.
                 timeout = 1.0 if self._retrying[name] else IDLE_POLL_S
                 try:
                     await asyncio.wait_for(wake.wait(), timeout=timeout)
                 except asyncio.TimeoutError:
-                    pass
+                    look = True
         finally:
             await lanes.cancel()
 
-    async def _deliver_one(self, surface: Surface, item: OutboxItem) -> None:
+    async def _deliver_one(self, surface: Surface, item: OutboxItem) -> bool:
+        """`_deliver`; False when the row may still be pending (the dispatcher looks again)."""
+        settled = False
         try:
-            await self._deliver(surface, item)
+            settled = await self._deliver(surface, item)
         except asyncio.CancelledError:
             raise
         except Exception:  # never let one bad row stop delivery for the chat
             log.exception("outbox_deliver_error surface=%s id=%s", surface.name, item.id)
         async with self._changed:  # `delivered()` looks again
             self._changed.notify_all()
+        return settled
 
-    async def _deliver(self, surface: Surface, item: OutboxItem) -> None:
-        """Try one row: deliver it, schedule a retry, fail it, or leave an edit waiting for its original."""
+    async def _deliver(self, surface: Surface, item: OutboxItem) -> bool:
+        """Try one row: deliver it, schedule a retry, fail it, or leave an edit waiting for its original.
+        True when it was delivered or failed."""
         retrying = self._retrying[surface.name]
         edit_id = item.platform_message_id  # set on a row rewritten after its delivery: edit what it sent
         if item.outbound.edit_of_outbox_id is not None:
             target = await self.repo.get(item.outbound.edit_of_outbox_id)
             if target is None or target.state == "failed":
                 await self.repo.mark_failed(item.id, "the message to edit was never delivered")
-                return
+                return True
             if target.state == "pending":
-                return  # deliver the original first; this edit stays pending
+                return False  # deliver the original first; this edit stays pending
             edit_id = target.platform_message_id
-        if edit_id is None:  # a new message: a crash from here until its outcome is recorded leaves it in doubt
-            await self.repo.mark_sending(item.id)
+        marked = item.id in self._sending[surface.name]  # marked with the query that found it
+        self._sending[surface.name].discard(item.id)
+        if edit_id is None and not marked:  # a new message: a crash from here until its outcome is recorded
+            await self.repo.mark_sending(item.id)  # leaves it in doubt
         try:
             platform_id = await surface.deliver(item, edit_id)
         except DeliveryError as exc:
@@ -190,29 +209,42 @@ class OutboxService:
                                            in_doubt=edit_id is None and exc.in_doubt)
                 retrying.add(item.id)
                 log.warning("outbox_retry id=%s surface=%s in_s=%.1f error=%s", item.id, surface.name, delay, exc)
-            else:
-                await self.repo.mark_failed(item.id, str(exc))
-                retrying.discard(item.id)
-                log.error("outbox_failed id=%s surface=%s error=%s", item.id, surface.name, exc)
-            return
+                return False
+            await self.repo.mark_failed(item.id, str(exc))
+            retrying.discard(item.id)
+            log.error("outbox_failed id=%s surface=%s error=%s", item.id, surface.name, exc)
+            return True
         await self.repo.mark_sent(item.id, platform_id, item.revision)
         retrying.discard(item.id)
+        return True
 
 
 class _Lanes:
     """One surface's chat lanes: a task per chat with rows to deliver, taking them in row order."""
 
-    def __init__(self, deliver: Callable[[OutboxItem], Awaitable[None]], wake: asyncio.Event) -> None:
+    def __init__(self, deliver: Callable[[OutboxItem], Awaitable[bool]], wake: asyncio.Event) -> None:
         self.deliver = deliver
         self.wake = wake
         self._queued: dict[str, deque[OutboxItem]] = {}  # per chat: rows handed over, not yet delivered
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._revisions: dict[int, int] = {}  # every row in a lane: the revision handed over
         self._stale = False  # a row in a lane was rewritten meanwhile: look again once its lane is done
+        self._unsettled = False  # a row was left pending (a retry, an edit waiting): look again, too
+        self.look = False  # the dispatcher should ask the store again (set with `wake`; it clears it)
 
     @property
     def in_flight(self) -> int:
         return len(self._revisions)
+
+    @property
+    def handed(self) -> Mapping[int, int]:
+        """Every row in a lane: the revision handed over."""
+        return self._revisions
+
+    @property
+    def busy(self) -> frozenset[str]:
+        """The chat ids whose lanes are delivering (one surface's dispatcher: the chat id is the key)."""
+        return frozenset(chat.split(":", 1)[1] for chat in self._tasks)
 
     @property
     def room(self) -> int:
@@ -240,17 +272,20 @@ class _Lanes:
         try:
             while queue:
                 item = queue[0]
-                await self.deliver(item)
+                if not await self.deliver(item):
+                    self._unsettled = True
                 queue.popleft()
                 del self._revisions[item.id]
                 if len(self._revisions) == MAX_IN_FLIGHT - 1:
-                    self.wake.set()  # room again: the dispatcher was waiting for it
+                    self.look = True  # room again: the dispatcher was waiting for it
+                    self.wake.set()
         finally:
             for item in queue:
                 self._revisions.pop(item.id, None)
             del self._queued[chat], self._tasks[chat]
             if self._stale or not self._tasks:  # a rewritten row to deliver again, or all done: settle
-                self._stale = False
+                self.look = self.look or self._stale or self._unsettled or bool(queue)
+                self._stale = self._unsettled = False
                 self.wake.set()
 
     async def cancel(self) -> None:

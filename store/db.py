@@ -9,9 +9,10 @@ thread (`Store.run`), which also serializes this process's writes without extra 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
+import queue
 import re
 import sqlite3
+import threading
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -48,7 +49,7 @@ class Store:
         self.url = url or None
         self._password = password
         self.owner = owner or leases.OWNER
-        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._worker: _Worker | None = None
         self._db: Any = None
         self._skew = timedelta(0)  # the database's clock minus this host's (PostgreSQL)
 
@@ -75,12 +76,12 @@ class Store:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise StoreError(f"cannot create the directory {self.path.parent}: {exc.strerror}") from None
-        self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="anyy-store")
+        self._worker = _Worker()
         try:
             await self.run_raw(self._connect_pg if self.shared else self._connect)
         except Exception as exc:
-            self._executor.shutdown(wait=False)
-            self._executor = None
+            self._worker.stop()
+            self._worker = None
             if isinstance(exc, (sqlite3.Error, OSError)) or type(exc).__module__.startswith("psycopg"):
                 why = " ".join(redact_url(str(exc)).split())  # psycopg's messages span lines
                 raise StoreError(f"cannot open the store at {self.where}: {why}") from exc
@@ -114,9 +115,9 @@ class Store:
             self._skew = db_now - utcnow()
 
     async def run_raw(self, fn: Callable[[], T]) -> T:
-        if self._executor is None:
+        if self._worker is None:
             raise StoreError("store is not open")
-        return await asyncio.get_running_loop().run_in_executor(self._executor, fn)
+        return await self._worker.call(fn)
 
     async def run(self, fn: Callable[[Any], T]) -> T:
         """Run `fn(db)` on the store thread and return its result."""
@@ -142,16 +143,73 @@ class Store:
 
     async def close(self) -> None:
         """Close the connection and stop the worker thread."""
-        if self._executor is None:
+        if self._worker is None:
             return
         if self._db is not None:
             await self.run_raw(self._db.conn.close)
             self._db = None
-        self._executor.shutdown(wait=True)
-        self._executor = None
+        self._worker.stop()
+        self._worker = None
 
     async def __aenter__(self) -> "Store":
         return await self.open()
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+class _Worker:
+    """The store's thread: runs calls one at a time, in the order given.
+
+    A plain queue and `call_soon_threadsafe` instead of `run_in_executor`: a round trip is most of the
+    store's cost per turn (about ten per turn), and the executor's two futures chained across threads
+    cost about 20 µs more per call (throwaway measurement: 35 vs 55 µs for an empty call). As with the
+    executor, a call whose caller was cancelled before it started is not run. The thread is a daemon,
+    so a store never closed does not hold the interpreter at exit; SQLite and PostgreSQL roll back a
+    transaction cut off there, as after a crash.
+    """
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[tuple[asyncio.AbstractEventLoop, asyncio.Future[Any], Callable[[], Any]] | None]
+        self._queue = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._serve, name="anyy-store", daemon=True)
+        self._thread.start()
+
+    async def call(self, fn: Callable[[], T]) -> T:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        self._queue.put((loop, future, fn))
+        return await future
+
+    def stop(self) -> None:
+        """Finish the calls already queued, then end the thread (waiting for it)."""
+        self._queue.put(None)
+        if threading.current_thread() is not self._thread:
+            self._thread.join()
+
+    def _serve(self) -> None:
+        while (item := self._queue.get()) is not None:
+            loop, future, fn = item
+            if future.cancelled():
+                continue
+            try:
+                result = fn()
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller, as the executor did
+                _hand(loop, future, None, exc)
+            else:
+                _hand(loop, future, result, None)
+
+
+def _hand(loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any], result: Any, exc: BaseException | None) -> None:
+    def settle() -> None:
+        if future.cancelled():
+            return
+        if exc is not None:
+            future.set_exception(exc)
+        else:
+            future.set_result(result)
+
+    try:
+        loop.call_soon_threadsafe(settle)
+    except RuntimeError:  # the caller's loop is closed: nobody is waiting any more
+        pass

@@ -15,14 +15,7 @@ class Memory:
     async def list(self, user_key: str | None, target: str | None = None) -> list[MemoryEntry]:
         """One user's entries (None: every user's, for the owner's dashboard), oldest first."""
 
-        def op(db: Database) -> list[MemoryEntry]:
-            where, args = ("user_key = ?", [user_key]) if user_key is not None else ("1 = 1", [])
-            if target:
-                where += " AND target = ?"
-                args.append(target)
-            return [row_to(MemoryEntry, r) for r in db["memory"].rows_where(where, args, order_by="id")]
-
-        return await self.store.run(op)
+        return await self.store.run(lambda db: list_memory(db, user_key, target))
 
     async def add(self, user_key: str, target: str, content: str) -> MemoryEntry:
         def op(db: Database) -> MemoryEntry:
@@ -40,3 +33,13 @@ class Memory:
 
     async def remove(self, entry_id: int) -> None:
         await self.store.run(lambda db: db["memory"].delete(entry_id))
+
+
+def list_memory(db: Database, user_key: str | None, target: str | None = None) -> list[MemoryEntry]:
+    """`Memory.list` on the store thread, for a caller that reads the entries along its own writes (a
+    turn's start)."""
+    where, args = ("user_key = ?", [user_key]) if user_key is not None else ("1 = 1", [])
+    if target:
+        where += " AND target = ?"
+        args.append(target)
+    return [row_to(MemoryEntry, r) for r in db["memory"].rows_where(where, args, order_by="id")]

@@ -12,7 +12,8 @@ sending a second one.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel
@@ -43,6 +44,16 @@ class Backlog(BaseModel):
     retrying: int  # pending rows that failed at least once
     failed: int
     oldest_pending_at: str | None = None
+
+
+@dataclass
+class Due:
+    """What `Outbox.due_except` found: the rows to hand over, how many rows it read in all (rows still
+    in lanes included), and the ids it marked as being sent."""
+
+    items: list[OutboxItem]
+    read: int
+    sending: set[int] = field(default_factory=set)
 
 
 class Outbox:
@@ -78,27 +89,47 @@ class Outbox:
         """Pending rows for `surface` whose retry time has come, oldest first. On a shared store they are
         claimed for this process (rows another live process claimed are skipped, locked ones too), so two
         residents never deliver one row; recording the outcome ends the claim."""
-        if self.store.shared:
-            return await self.store.run(lambda db: self._claim(db, surface, limit))
+        return (await self.due_except(surface, limit, {})).items
 
-        def op(db: Database) -> list[OutboxItem]:
-            rows = db.execute_returning_dicts(
+    async def due_except(self, surface: str, limit: int, handed: Mapping[int, int],
+                         busy: frozenset[str] | None = None) -> Due:
+        """`due`, for a dispatcher whose rows `handed` (id → revision) are still being delivered: those
+        rows are read (and on a shared store claimed again, which renews their lease) but not parsed or
+        returned unless rewritten since. With `busy` (the chats whose lanes are delivering), the first
+        new message of each other chat is marked as being sent in the same transaction (`mark_sending`: it goes out
+        next, so the dispatcher saves that round trip)."""
+        def op(db: Database) -> Due:
+            rows = self._claim(db, surface, limit) if self.store.shared else db.execute_returning_dicts(
                 "SELECT * FROM outbox WHERE state = 'pending' AND surface = ?"
                 " AND (next_attempt_at IS NULL OR next_attempt_at <= ?) ORDER BY id LIMIT ?",
-                [surface, iso(utcnow()), limit],
-            )
-            return [_item(r) for r in rows]
+                [surface, iso(utcnow()), limit])
+            due = Due(items=[], read=len(rows))
+            seen = set(busy) if busy is not None else None
+            for r in rows:
+                if handed.get(r["id"]) == r["revision"]:
+                    continue
+                item = _item(r)
+                due.items.append(item)
+                if seen is None or r["chat_id"] in seen or r["id"] in handed:
+                    continue
+                seen.add(r["chat_id"])
+                if item.platform_message_id is None and item.outbound.edit_of_outbox_id is None:
+                    due.sending.add(item.id)
+            if due.sending:
+                marks = ", ".join("?" * len(due.sending))
+                db.execute(f"UPDATE outbox SET sending_at = ? WHERE id IN ({marks})", [iso(utcnow()), *due.sending])
+            return due
 
         return await self.store.run(op)
 
-    def _claim(self, db: Database, surface: str, limit: int) -> list[OutboxItem]:
+    def _claim(self, db: Database, surface: str, limit: int) -> list[dict[str, Any]]:
         now, me = self.store.now(), self.store.owner
         rows = db.execute_returning_dicts(
             "UPDATE outbox SET owner = ?, lease_until = ? WHERE id IN (SELECT id FROM outbox"
             " WHERE state = 'pending' AND surface = ? AND (next_attempt_at IS NULL OR next_attempt_at <= ?)"
             " AND (owner IS NULL OR owner = ? OR lease_until <= ?) ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED)"
             " RETURNING *", [me, lease_until(now), surface, iso(utcnow()), me, iso(now), limit])
-        return [_item(r) for r in sorted(rows, key=lambda r: r["id"])]
+        return sorted(rows, key=lambda r: r["id"])
 
     async def mark_sending(self, item_id: int) -> None:
         """Record that a new message's send begins: until its outcome is recorded, it may be on the

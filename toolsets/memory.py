@@ -53,11 +53,15 @@ def render(entries: list[MemoryEntry]) -> str:
 
 
 async def memory_prompt(store: Store, user_key: str, max_chars: int) -> str:
-    """The user's memory for the system prompt, at most `max_chars` long ("" when there is none).
+    """The user's memory for the system prompt, at most `max_chars` long ("" when there is none)."""
+    return memory_block(await Memory(store).list(user_key), max_chars)
+
+
+def memory_block(entries: list[MemoryEntry], max_chars: int) -> str:
+    """`memory_prompt` of entries the caller read (a turn reads them in its start's transaction).
 
     The tool keeps memory under the cap; if the cap was lowered since, the oldest entries are left out.
     """
-    entries = await Memory(store).list(user_key)
     while entries and len(render(entries)) > max_chars:
         entries = entries[1:]
     return render(entries)

@@ -115,7 +115,8 @@ def external_sources(rows: list[MessageRecord], summary: MessageRecord | None = 
     read an hour ago is still in the window, and so is any instruction planted in it."""
     sources: list[str] = []
     for m in ([summary] if summary is not None else []) + rows:
-        sources += [s for s in m.meta.get("external", []) if s not in sources]
+        if external := m.meta.get("external"):  # few rows have any: skip the rest cheaply (every turn)
+            sources += [s for s in external if s not in sources]
     return sources
 
 
@@ -309,8 +310,11 @@ def _drop_orphans(msgs: list[ChatMessage]) -> list[ChatMessage]:
             if m.tool_call_id in called:
                 out.append(m)
             continue
-        out += owed
+        if owed:
+            out += owed
+            owed = []
         out.append(m)
-        owed = [ChatMessage(role="tool", content=UNKNOWN_OUTCOME, tool_call_id=c.id, name=c.name)
-                for c in m.tool_calls if c.id not in answered]
+        if m.tool_calls:  # most messages call nothing: no list to build for them (every turn, every row)
+            owed = [ChatMessage(role="tool", content=UNKNOWN_OUTCOME, tool_call_id=c.id, name=c.name)
+                    for c in m.tool_calls if c.id not in answered]
     return out + owed

@@ -47,7 +47,7 @@ from store.sessions import Sessions, session_id_for
 from store.subagents import SubagentJobs
 from toolsets.base import Tool, Toolset
 from toolsets.loader import loader_tool
-from toolsets.memory import memory_prompt
+from toolsets.memory import memory_block, memory_prompt
 from toolsets.skills import skills_prompt
 
 log = logging.getLogger(__name__)
@@ -302,10 +302,15 @@ class Runtime:
                                     recent=recent_toolsets(rows, turn_id, self._tool_toolset), pins=pins,
                                     available=available)
         chosen = selection.model_dump()
-        start = turn_start(new, session.id, chosen if chosen != session.last_selection else None)
+        # Interrupted calls are finished first (one may have written memory): then memory is read after.
+        interrupted = bool(mine) and mine[-1].role in ("assistant", "tool")
+        read_memory = with_memory and not interrupted
+        start = turn_start(new, session.id, chosen if chosen != session.last_selection else None,
+                           session.user_key if read_memory else None)
+        entries = None
         if start is not None:
             self.messages.wrote(new is not None)
-            await self.store.run(start)
+            entries = await self.store.run(start)
         if new is not None:
             rows.append(new)
         ctx = TurnContext(store=self.store, user_key=session.user_key, session_id=session.id, origin=session.origin,
@@ -314,10 +319,11 @@ class Runtime:
                           has_buttons=self._has_buttons(session.surface), guest=role == "guest",
                           external_sources=external_sources(rows, self.windows.summary(session.id)))
         loader = loader_tool(available)
-        if mine and mine[-1].role in ("assistant", "tool"):
+        if interrupted:
             rows += await self.calls.finish_interrupted(ctx, session, mine, loader)
-        memory = await memory_prompt(self.store, session.user_key, self.config.runtime.memory_max_chars) \
-            if with_memory else ""
+        max_memory = self.config.runtime.memory_max_chars
+        memory = "" if not with_memory else memory_block(entries, max_memory) if entries is not None else \
+            await memory_prompt(self.store, session.user_key, max_memory)
         skills = await skills_prompt(self.services.get("skills"), user_text or event or "") \
             if "skills" in ctx.available else ""
         convo = [system_prompt(ctx.now(), session.surface, memory, self.config.runtime.instructions, skills)]
