@@ -89,10 +89,12 @@ async def test_the_bot_keeps_to_its_overall_rate(tg: FakeBot, tmp_path: Path) ->
                                for n in range(25)))
     at = sorted(c.at for c in tg.sent("sendMessage"))
     assert len(at) == 25
-    # evenly spaced: no burst on top of the rate, so no second ever holds more than `rate`
+    # Evenly spaced: no burst on top of the rate, so no second holds more than `rate`. The fake sees a
+    # request when it arrives, which on a busy machine can lag its send by tens of ms (one late arrival
+    # shifts the spacing seen, two can share a second's edge): hence the slack, far below a burst's size.
     for k in range(1, len(at)):
-        assert at[k] - at[0] >= k / rate - 0.05, (k, at[k] - at[0])
-    assert max(sum(1 for t in at if s <= t < s + 1) for s in at) <= rate + 1
+        assert at[k] - at[0] >= k / rate - 0.25, (k, at[k] - at[0])
+    assert max(sum(1 for t in at if s <= t < s + 1) for s in at) <= rate + 2
 
 
 async def test_a_group_keeps_to_its_per_minute_limit(tg: FakeBot, tmp_path: Path) -> None:
