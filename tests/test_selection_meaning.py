@@ -1,6 +1,7 @@
 """The meaning layer of toolset selection: BM25 over toolset descriptions and example requests, built
 lazily on the first selection, offering toolsets the keywords miss, and nothing for small talk."""
 
+import dataclasses
 import subprocess
 import sys
 from pathlib import Path
@@ -59,3 +60,12 @@ def test_only_available_toolsets_are_offered_and_an_index_is_per_set():
     assert pick("will it rain or snow in Oslo", available=only) == ["weather"]
     assert meaning.index_for(only) is meaning.index_for(list(only))
     assert "web" not in pick("will it rain tomorrow", available=only)
+
+
+def test_fresh_copies_of_the_same_toolsets_reuse_the_index():
+    """The runtime hands selection new Toolset objects each turn; the index (~2 ms to build) is kept."""
+    first = [dataclasses.replace(ts) for ts in TOOLSETS]
+    again = [dataclasses.replace(ts) for ts in TOOLSETS]
+    assert meaning.index_for(first) is meaning.index_for(again)
+    renamed = [*again[:-1], dataclasses.replace(again[-1], description="something else entirely")]
+    assert meaning.index_for(renamed) is not meaning.index_for(again)

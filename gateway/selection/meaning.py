@@ -104,22 +104,23 @@ class Index:
         return chosen
 
 
-# Indexes by the identity of their toolsets (Toolset is not hashable). The toolsets are kept with
-# their index so an id is never reused while cached. A runtime has a few sets: owners', guests', MCP's.
+# Indexes by what their documents are made of. The runtime hands selection fresh Toolset objects each
+# turn (filtered per user), so an identity key rebuilt the index (~2 ms) on every message. A built-in
+# toolset's document is fixed by its name; an MCP toolset's is its description, and its tools' names
+# change with a server's refresh. A runtime has a few sets: owners', guests', MCP's.
 _MAX_INDEXES = 8
-_indexes: dict[tuple[int, ...], tuple[tuple[Toolset, ...], Index]] = {}
+_indexes: dict[tuple[tuple[str, str, tuple[str, ...]], ...], Index] = {}
 
 
 def index_for(toolsets: Sequence[Toolset]) -> Index:
     """The index of these toolsets, built on first use."""
-    kept = tuple(toolsets)
-    key = tuple(id(ts) for ts in kept)
-    hit = _indexes.get(key)
-    if hit is None:
+    key = tuple((ts.name, ts.description, tuple(t.name for t in ts.tools)) for ts in toolsets)
+    index = _indexes.get(key)
+    if index is None:
         if len(_indexes) >= _MAX_INDEXES:
             _indexes.pop(next(iter(_indexes)))
-        hit = _indexes[key] = (kept, Index(kept))
-    return hit[1]
+        index = _indexes[key] = Index(toolsets)
+    return index
 
 
 def loaded() -> bool:
