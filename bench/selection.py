@@ -13,15 +13,22 @@ second round of tuning, and is never tuned on: it is the held-out figure that co
 request body (OpenAI chat-completions; Anthropic's median too), not the neutral schemas. Each set also
 reports, per toolset, labels found/needed and wrong picks.
 
-    .venv/bin/python bench/selection.py [--misses]
+    .venv/bin/python bench/selection.py [--misses] [--leaks]
+
+`--leaks` audits the examples against the second held-out set: it lists the example words whose index
+terms occur in `selection_unseen2.jsonl` and nowhere that predates it (the earlier labelled sets, the
+toolsets' and tools' descriptions, the examples as they were at BASE_COMMIT). The same session wrote that
+set and the examples after it, and such words were dropped, so the held-out figure does not flatter.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import asyncio
 import json
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -33,7 +40,9 @@ from gateway.config import McpServerConfig
 from gateway.llm.anthropic import AnthropicClient
 from gateway.llm.openai import OpenAIClient
 from gateway.llm.types import ToolSchema
+from gateway.selection.examples import EXAMPLES
 from gateway.selection.selector import schema_bytes, select_toolsets, tools_for
+from gateway.selection.terms import terms
 from gateway.services.mcp import McpTools
 from toolsets.base import Tool, Toolset
 from toolsets.loader import loader_tool
@@ -42,6 +51,8 @@ from toolsets.registry import TOOLSETS as BUILT_IN
 HERE = Path(__file__).parent
 CORPORA = ("selection_corpus.jsonl", "selection_heldout.jsonl", "selection_unseen.jsonl", "selection_unseen2.jsonl")
 TIMING_ROUNDS = 50
+HELD_OUT = "selection_unseen2.jsonl"
+BASE_COMMIT = "37b3e3d"  # main when selection_unseen2.jsonl was written, before its examples
 
 
 TIME_SERVER = McpServerConfig(command=str(Path(sys.executable).parent / "mcp-server-time"),
@@ -149,10 +160,28 @@ def timing(examples: list[Example]) -> dict[str, float]:
             "max": round(max(best), 1)}
 
 
+def leaks() -> list[str]:
+    """Example words whose terms only the held-out set and no earlier text has (see the module doc)."""
+    source = subprocess.run(["git", "show", f"{BASE_COMMIT}:gateway/selection/examples.py"], cwd=HERE,
+                            capture_output=True, text=True, check=True).stdout
+    base = ast.literal_eval(source[source.index("{", source.index("EXAMPLES: dict") + 20):])
+    earlier = [ex.text for name in CORPORA if name != HELD_OUT for ex in load(name)]
+    earlier += [text for texts in base.values() for text in texts]
+    earlier += [d for ts in BUILT_IN for d in (ts.description, *(t.description for t in ts.tools))]
+    known = {term for text in earlier for term in terms(text)}
+    only_held_out = {term for ex in load(HELD_OUT) for term in terms(ex.text)} - known
+    return [f"{name}: {word}" for name, texts in EXAMPLES.items() for text in texts for word in text.split()
+            if set(terms(word)) & only_held_out]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--misses", action="store_true", help="list the messages whose needed toolsets were missed")
+    parser.add_argument("--leaks", action="store_true", help="list example words only the held-out set has")
     args = parser.parse_args()
+    if args.leaks:
+        print("\n".join(leaks()) or "no example word occurs only in the held-out set")
+        return
     TOOLSETS[:] = [*BUILT_IN, mcp_time_toolset()]
 
     corpora = {name: load(name) for name in CORPORA}

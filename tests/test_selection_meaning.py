@@ -107,3 +107,21 @@ def test_fresh_copies_of_the_same_toolsets_reuse_the_index():
     assert meaning.index_for(first) is meaning.index_for(again)
     renamed = [*again[:-1], dataclasses.replace(again[-1], description="something else entirely")]
     assert meaning.index_for(renamed) is not meaning.index_for(again)
+
+
+def test_a_long_message_is_scored_by_its_start_and_end_only():
+    """Pasted material in the middle of a long message brings no toolset by meaning; the request at
+    either end still does (and the layer's cost stays bounded)."""
+    filler = "lorem ipsum dolor sit amet " * 80
+    index = meaning.index_for(TOOLSETS)
+    assert "web" not in index.matches(f"{filler} recipe ingredients bake {filler}", keywords_found=())
+    assert "web" in index.matches(f"{filler} recipe ingredients bake", keywords_found=())
+
+
+def test_thresholds_are_counted_in_distinctive_words():
+    """A word only one toolset's document has weighs one "distinctive word": alone it offers that toolset
+    when no keyword fired, and never when one did (that takes two and a half)."""
+    index = meaning.index_for(TOOLSETS)
+    assert index.best < index.strong
+    assert index.matches("supermarket", keywords_found=()) == {"web": pytest.approx(index.best)}
+    assert index.matches("supermarket", keywords_found={"calendar"}) == {}
