@@ -107,20 +107,20 @@ class Speller:
 
     def __init__(self, vocabulary: Iterable[str]) -> None:
         self.vocabulary = frozenset(vocabulary)
-        self._near: dict[str, set[str]] = {}
+        # Each delete-one variant to the stem it comes from, or to "" when several do: plain strings, not
+        # sets, as thousands of small containers made the build slow (garbage-collector passes).
+        self._near: dict[str, str] = {}
         for known in self.vocabulary:
             if len(known) >= self.MIN_LENGTH - 1 and known.isalpha():
                 for variant in {known, *_deletes(known)}:
-                    self._near.setdefault(variant, set()).add(known)
+                    self._near[variant] = known if self._near.get(variant, known) == known else ""
 
     def correct(self, term: str) -> str:
         """`term` if it is known, too short or not a word; else its only near document stem, if any."""
         if term in self.vocabulary or len(term) < self.MIN_LENGTH or not term.isalpha():
             return term
-        candidates: set[str] = set()
-        for variant in (term, *_deletes(term)):
-            candidates |= self._near.get(variant, set())
-        return candidates.pop() if len(candidates) == 1 else term
+        candidates = {self._near[v] for v in (term, *_deletes(term)) if v in self._near}
+        return candidates.pop() if len(candidates) == 1 and "" not in candidates else term
 
 
 def _deletes(word: str) -> set[str]:
