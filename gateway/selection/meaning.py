@@ -1,9 +1,9 @@
-"""The meaning layer: BM25 over each toolset's description, tool descriptions and example requests.
+"""The meaning layer: BM25 over each toolset's description and example requests (`examples`).
 
 The keyword scanner (`gateway.selection.keywords`) finds how people usually ask; this finds toolsets
 whose documents share the message's rarer words ("is the road closed" shares "road", "closed" with
-web's examples). English words are lowercased and trimmed of common endings; Chinese is read as
-character bigrams, which need no dictionary. Pure Python, no weights to load: the index of the available
+web's examples). How words become terms (stems, shorthand, Chinese bigrams, typos) is
+`gateway.selection.terms`. Pure Python, no weights to load: the index of the available
 toolsets is built on the first message that needs it (lazily, never at start-up) and cached per set of
 toolsets, so a message costs a few dictionary look-ups per word.
 """
