@@ -2,6 +2,7 @@
 lazily on the first selection, offering toolsets the keywords miss, and nothing for small talk."""
 
 import dataclasses
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +11,7 @@ import pytest
 
 from gateway.selection import meaning
 from gateway.selection.selector import select_toolsets
+from gateway.selection.terms import Speller, stem, terms
 from toolsets.base import Toolset
 from toolsets.registry import TOOLSETS
 
@@ -35,8 +37,44 @@ def test_importing_the_cli_builds_no_index_and_the_first_selection_does():
 
 
 def test_chinese_is_read_as_bigrams_and_english_without_stop_words_or_endings():
-    assert meaning.terms("路况怎么样") == ["路况", "况怎", "怎么", "么样"]
-    assert meaning.terms("Is the road closed?") == ["road", "clos"]
+    assert terms("路况怎么样") == ["路况", "况怎", "怎么"]  # "么样" (how is it) says nothing of a need
+    assert terms("Is the road closed?") == ["road", "clos"]
+
+
+def test_the_forms_of_a_word_meet_and_chat_shorthand_is_spelled_out():
+    assert {stem(w) for w in ("close", "closed", "closes", "closing")} == {"clos"}
+    assert {stem(w) for w in ("address", "addresses")} == {"address"}
+    assert stem("stopped") == stem("stop") and stem("calls") == "call"
+    assert terms("pls chk tmrw") == terms("please chk tomorrow") == ["chk", "tomorrow"]
+
+
+def test_chinese_particles_and_pronouns_make_no_bigrams():
+    """"迪士尼的地址" gives no "尼的" or "的地", bigrams every toolset's examples share by chance."""
+    assert terms("迪士尼的地址") == ["迪士", "士尼", "地址"]
+    assert terms("你好吗") == ["好"]
+
+
+def test_a_misspelt_word_is_corrected_to_the_one_document_word_it_is_one_edit_from():
+    speller = Speller(["calendar", "reminder", "remind", "shell"])
+    assert speller.correct(stem("calender")) == "calendar"  # a letter changed
+    assert speller.correct(stem("calnedar")) == "calendar"  # two swapped
+    assert speller.correct(stem("reminde")) == "remind"  # a letter too many (here the stemmer drops it)
+    assert speller.correct("spell") == "spell"  # too short to guess: "shell" is one edit away
+    assert speller.correct("giraffe") == "giraffe"
+    index = meaning.index_for(TOOLSETS)
+    assert index.scores("whats on my calender") == index.scores("whats on my calendar")
+
+
+def test_scores_do_not_depend_on_the_hash_seed():
+    """Terms are scored in the message's order, so ties between toolsets break the same way in every
+    process (a set's order changes with PYTHONHASHSEED)."""
+    script = ("from gateway.selection.selector import select_toolsets\n"
+              "from toolsets.registry import TOOLSETS\n"
+              "for t in ['is the Louvre open on Tuesdays', '红烧肉怎么做', 'what are the hours of the IKEA on Sunday']:\n"
+              "    print(select_toolsets(t, has_attachments=False, recent=[], pins=None, available=TOOLSETS).names)\n")
+    outs = {subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=True,
+                           env={**os.environ, "PYTHONHASHSEED": seed}).stdout for seed in ("1", "2", "3")}
+    assert len(outs) == 1
 
 
 @pytest.mark.parametrize(("text", "name"), [
@@ -69,3 +107,21 @@ def test_fresh_copies_of_the_same_toolsets_reuse_the_index():
     assert meaning.index_for(first) is meaning.index_for(again)
     renamed = [*again[:-1], dataclasses.replace(again[-1], description="something else entirely")]
     assert meaning.index_for(renamed) is not meaning.index_for(again)
+
+
+def test_a_long_message_is_scored_by_its_start_and_end_only():
+    """Pasted material in the middle of a long message brings no toolset by meaning; the request at
+    either end still does (and the layer's cost stays bounded)."""
+    filler = "lorem ipsum dolor sit amet " * 80
+    index = meaning.index_for(TOOLSETS)
+    assert "web" not in index.matches(f"{filler} recipe ingredients bake {filler}", keywords_found=())
+    assert "web" in index.matches(f"{filler} recipe ingredients bake", keywords_found=())
+
+
+def test_thresholds_are_counted_in_distinctive_words():
+    """A word only one toolset's document has weighs one "distinctive word": alone it offers that toolset
+    when no keyword fired, and never when one did (that takes two and a half)."""
+    index = meaning.index_for(TOOLSETS)
+    assert index.best < index.strong
+    assert index.matches("supermarket", keywords_found=()) == {"web": pytest.approx(index.best)}
+    assert index.matches("supermarket", keywords_found={"calendar"}) == {}

@@ -1,4 +1,5 @@
 """Toolset selection: which toolsets a turn is offered (`selector`), from the message, its attachments,
-the session's recent use and the user's pins, with the keyword scanner (`keywords`). A bottom layer:
-imports nothing of the gateway.
+the session's recent use and the user's pins, with the keyword scanner (`keywords`) and the meaning
+layer (`meaning`: BM25 over `examples`, words made terms by `terms`). A bottom layer: imports nothing
+of the gateway.
 """

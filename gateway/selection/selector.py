@@ -80,7 +80,7 @@ def select_toolsets(
             match = matcher(ts.keywords).search(scanned, folded)
             if match:
                 reasons[ts.name] = f"keyword '{match.group(0).strip()[:_REASON_CHARS]}'"
-        for name, score in index_for(available).matches(scanned, keywords_found=bool(reasons)).items():
+        for name, score in index_for(available).matches(scanned, keywords_found=set(reasons)).items():
             reasons.setdefault(name, f"meaning (score {score:.1f})")
         for name in recent:
             if name in by_name:
