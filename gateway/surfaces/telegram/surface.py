@@ -24,7 +24,6 @@ from telegram import Bot, BotCommand, CallbackQuery, Message, Update
 from telegram.constants import ChatAction, ChatType
 from telegram.error import BadRequest, Forbidden, InvalidToken, NetworkError, RetryAfter, TelegramError
 from telegram.ext import Application, CallbackQueryHandler, ContextTypes, MessageHandler, filters
-from telegram.request import HTTPXRequest
 
 from gateway.config import TelegramConfig, secret
 from gateway.surfaces.base import DeliveryError, GatewayPort, LiveSettings, Surface
@@ -33,6 +32,7 @@ from gateway.surfaces.telegram.handoff import ChatOrdered, HandoffQueue, Polling
 from gateway.surfaces.telegram.inbound import SURFACE, addressed_text, download_attachments, thread_of, to_inbound
 from gateway.surfaces.telegram.keyboard import decode
 from gateway.surfaces.telegram.limits import FloodLimiter
+from gateway.surfaces.telegram.request import AiohttpRequest
 from gateway.surfaces.telegram.webhook import WebhookReceiver
 from store.records import Origin, OutboxItem
 
@@ -103,8 +103,8 @@ class TelegramSurface(Surface):
         # Two getUpdates connections: the long poll that stop() cancels may not have released its
         # connection yet when the Updater's final getUpdates (which confirms handled updates) goes out.
         bot = PollingBot(self._queue, token=self._token, base_url=self.cfg.base_url,
-                         base_file_url=self.cfg.base_file_url, request=HTTPXRequest(connection_pool_size=CONNECTIONS),
-                         get_updates_request=HTTPXRequest(connection_pool_size=2),
+                         base_file_url=self.cfg.base_file_url, request=AiohttpRequest(CONNECTIONS),
+                         get_updates_request=AiohttpRequest(2),
                          rate_limiter=FloodLimiter(self.cfg.limits, CONNECTIONS))
         app = (Application.builder().bot(bot).update_queue(self._queue).job_queue(None)
                .concurrent_updates(ChatOrdered(CONCURRENT_UPDATES)).build())
