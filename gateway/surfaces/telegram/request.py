@@ -5,7 +5,8 @@ python-telegram-bot sends every request through a `telegram.request.BaseRequest`
 pool's per-connection checks, h11, anyio), against about 0.4 ms here on aiohttp, whose HTTP parser is
 compiled (docs/benchmarks.md, "Telegram load, second pass"). PTB keeps everything else: building the
 parameters, reading Telegram's answer, its errors; this class only moves bytes, and maps failures to
-PTB's `TimedOut` and `NetworkError` as `HTTPXRequest` does.
+PTB's `TimedOut` and `NetworkError` as `HTTPXRequest` does. Parameters go as a JSON body, which Telegram
+accepts for every method but file uploads (those go as a multipart form, as PTB's own do).
 
 Timeouts follow `HTTPXRequest`'s defaults and meaning (seconds; a request may pass its own): `connect`
 to open a connection, `read` for each read of the answer (a long poll passes its poll time on top),
@@ -16,6 +17,7 @@ read timeout, which starts once the request is written.
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import aiohttp
@@ -63,7 +65,9 @@ class AiohttpRequest(BaseRequest):
         timeout = aiohttp.ClientTimeout(connect=None if connect is None or pool is None else connect + pool,
                                         sock_connect=connect, sock_read=_seconds(read_timeout, "read"))
         try:
-            async with session.request(method, url, data=_body(request_data), timeout=timeout) as response:
+            data, content_type = _body(request_data)
+            headers = {"Content-Type": content_type} if content_type else None
+            async with session.request(method, url, data=data, headers=headers, timeout=timeout) as response:
                 return response.status, await response.read()
         except asyncio.TimeoutError as exc:  # aiohttp's timeouts are asyncio.TimeoutError subclasses
             raise TimedOut from exc
@@ -76,15 +80,15 @@ def _seconds(value: Any, name: str) -> float | None:
     return _DEFAULTS[name] if value is BaseRequest.DEFAULT_NONE else value
 
 
-def _body(request_data: RequestData | None) -> aiohttp.FormData | dict[str, str] | None:
-    """The parameters as a form (what PTB's HTTPXRequest sends too); with files, as multipart."""
+def _body(request_data: RequestData | None) -> tuple[bytes | aiohttp.FormData | None, str | None]:
+    """The parameters as JSON (nested objects as objects, which the Bot API takes: one encoding, where a
+    form would encode each of them on its own first), or, with files, as a multipart form."""
     if request_data is None:
-        return None
-    fields = request_data.json_parameters
+        return None, None
     files = request_data.multipart_data
     if not files:
-        return fields
-    form = aiohttp.FormData(fields)
+        return json.dumps(request_data.parameters).encode(), "application/json"
+    form = aiohttp.FormData(request_data.json_parameters)
     for name, (filename, content, mime_type) in files.items():
         form.add_field(name, content, filename=filename, content_type=mime_type)
-    return form
+    return form, None
