@@ -60,9 +60,10 @@ COMMANDS = [
 _SECRET_TOKEN = re.compile(r"[A-Za-z0-9_-]{1,256}")
 _BOOTSTRAP_ATTEMPTS = 3  # setWebhook at start-up
 _ANSWER_LIMIT = 200  # characters Telegram shows in a callback answer
-# Bot API requests at once: replies into different chats go out side by side. Eight keep 30 a second
-# (Telegram's limit for a bot) going with up to ~250 ms per request; more would only queue at Telegram.
-CONNECTIONS = 8
+# Bot API requests at once: replies into different chats go out side by side. Four keep 30 a second
+# (Telegram's limit for a bot) going with up to ~130 ms per request; eight saved no CPU in
+# bench/telegram_load.py and slowed the turns running meanwhile (more of them past the typing delay).
+CONNECTIONS = 4
 CONCURRENT_UPDATES = 64  # updates handled at once (one at a time per chat: handoff.ChatOrdered)
 _MESSAGES = filters.UpdateType.MESSAGE & (
     filters.TEXT | filters.CAPTION | filters.PHOTO | filters.Document.ALL | filters.VOICE | filters.AUDIO)
