@@ -7,7 +7,8 @@ queued `--messages` messages, interleaved as they would arrive after an outage. 
 
 * every message answered exactly once and, per chat, in order (the reply quotes the message);
 * drain time: from the process's first getUpdates to its last reply, and messages per second;
-* the process's CPU per message (utime + stime from /proc/<pid>/stat over the drain);
+* the process's CPU per message (utime + stime from /proc/<pid>/stat over the drain), and how much of it
+  the event loop's thread used (the rest is the store's thread and the resolver's);
 * the Bot API calls it made besides the replies (sendChatAction, editMessageText: a streamed reply sent
   before it was complete), the shortest time between two replies into one chat and the most messages
   (sends and edits) that arrived within one second.
@@ -61,15 +62,17 @@ PARTS = [
     ("message insert + search trigger", ("Messages.add",)),
     ("delivery (outbox rows, sendMessage)", ("OutboxService._dispatch", "OutboxService._deliver", "Outbox.mark_",
                                              "Outbox.due", "Sender.", "deliver_batch", "_deliver_chat")),
-    ("the turn (model call, history, other store work)", ("Runtime.", "LiveReply", "Store.run")),
+    ("the model's HTTP call (gateway/llm)", ("HttpModelClient.",)),
+    ("the turn (history, other store work)", ("Runtime.", "LiveReply", "Store.run")),
 ]
 _IDLE_LEAVES = ("_worker (concurrent/futures/thread.py", "EpollSelector.select", "Condition.wait", "Event.wait")
 _QUOTE = re.compile(r"About 'chat (\d+) message (\d+)'")
 
 
-def cpu_s(pid: int) -> float:
-    """CPU time (user + system) the process has used so far, in seconds."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+def cpu_s(pid: int, task: int | None = None) -> float:
+    """CPU time (user + system) the process (or one of its threads) has used so far, in seconds."""
+    where = f"/proc/{pid}/task/{task}/stat" if task is not None else f"/proc/{pid}/stat"
+    fields = Path(where).read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
@@ -160,10 +163,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 assert process.poll() is None, (tmp / "stderr.txt").read_text()[-3000:]
                 started = time.monotonic()
                 pid = gateway_pid(process.pid) if args.profile else process.pid
-                cpu0 = cpu_s(pid)
+                cpu0, loop0 = cpu_s(pid), cpu_s(pid, pid)  # the event loop runs on the main thread
                 replies = await bot.wait_calls("sendMessage", total, timeout=max(120.0, total / 2))
                 drained = time.monotonic()
-                cpu1 = cpu_s(pid)
+                cpu1, loop1 = cpu_s(pid), cpu_s(pid, pid)
                 await asyncio.sleep(1.0)  # anything sent twice would show now
             finally:
                 process.send_signal(signal.SIGINT if args.profile else signal.SIGTERM)
@@ -175,7 +178,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             check(bot, args.chats, args.messages)
             drain_s = max(c.at for c in replies + bot.sent("editMessageText")) - started  # the last final text
             result = {"limits": args.limits, "messages": total, "drain_s": drain_s, "per_s": total / drain_s,
-                      "cpu_ms_per_message": (cpu1 - cpu0) * 1000 / total, "typing": len(bot.sent("sendChatAction")),
+                      "cpu_ms_per_message": (cpu1 - cpu0) * 1000 / total,
+                      "loop_ms_per_message": (loop1 - loop0) * 1000 / total, "typing": len(bot.sent("sendChatAction")),
                       "edits": len(bot.sent("editMessageText")),
                       "min_gap_s": min_gap_s(replies),
                       "peak_per_s": peak_per_s(bot.sent("sendMessage") + bot.sent("editMessageText")), "first_reply_s": replies[0].at - started,
@@ -223,7 +227,7 @@ def main() -> None:
     args = ap.parse_args()
     r = asyncio.run(run(args))
     print(f"limits={r['limits']} messages={r['messages']} drain={r['drain_s']:.2f}s rate={r['per_s']:.1f}/s "
-          f"cpu={r['cpu_ms_per_message']:.2f} ms/message typing_actions={r['typing']} edits={r['edits']} "
+          f"cpu={r['cpu_ms_per_message']:.2f} ms/message (event loop {r['loop_ms_per_message']:.2f}) typing_actions={r['typing']} edits={r['edits']} "
           f"first_reply={r['first_reply_s']:.2f}s min_gap_same_chat={r['min_gap_s']:.3f}s "
           f"peak_messages_in_1s={r['peak_per_s']} "
           f"error_lines={r['errors']} load={os.getloadavg()[0]:.2f}")

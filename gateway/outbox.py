@@ -163,8 +163,9 @@ class OutboxService:
                 # every few seconds, to pick up rows written by another process (the CLI, `anyy chat`).
                 timeout = 1.0 if self._retrying[name] else IDLE_POLL_S
                 try:
-                    await asyncio.wait_for(wake.wait(), timeout=timeout)
-                except asyncio.TimeoutError:
+                    async with asyncio.timeout(timeout):  # no task per wait, as wait_for makes one
+                        await wake.wait()
+                except TimeoutError:
                     look = True
         finally:
             await lanes.cancel()

@@ -2,7 +2,7 @@
 
 Telegram allows a bot about 30 messages a second over all chats, one a second into one chat, and 20 a
 minute into one group (`[telegram.limits]`, docs/telegram.md). `FloodLimiter` is PTB's rate-limiter hook
-(it also keeps the requests under way to the connections there are, so none queues inside httpcore's
+(it also keeps the requests under way to the connections there are, so none queues inside the HTTP client's
 pool): every request to a chat waits on the bot's rate; a message (anything but a chat action: the
 typing sign must never delay the reply it announces) also waits for its chat's spacing, and in a group
 for the group's rate. Each chat is paced on its own, so one busy chat never slows the others down.

@@ -24,7 +24,6 @@ from telegram import Bot, BotCommand, CallbackQuery, Message, Update
 from telegram.constants import ChatAction, ChatType
 from telegram.error import BadRequest, Forbidden, InvalidToken, NetworkError, RetryAfter, TelegramError
 from telegram.ext import Application, CallbackQueryHandler, ContextTypes, MessageHandler, filters
-from telegram.request import HTTPXRequest
 
 from gateway.config import TelegramConfig, secret
 from gateway.surfaces.base import DeliveryError, GatewayPort, LiveSettings, Surface
@@ -33,6 +32,7 @@ from gateway.surfaces.telegram.handoff import ChatOrdered, HandoffQueue, Polling
 from gateway.surfaces.telegram.inbound import SURFACE, addressed_text, download_attachments, thread_of, to_inbound
 from gateway.surfaces.telegram.keyboard import decode
 from gateway.surfaces.telegram.limits import FloodLimiter
+from gateway.surfaces.telegram.request import AiohttpRequest
 from gateway.surfaces.telegram.webhook import WebhookReceiver
 from store.records import Origin, OutboxItem
 
@@ -60,8 +60,9 @@ COMMANDS = [
 _SECRET_TOKEN = re.compile(r"[A-Za-z0-9_-]{1,256}")
 _BOOTSTRAP_ATTEMPTS = 3  # setWebhook at start-up
 _ANSWER_LIMIT = 200  # characters Telegram shows in a callback answer
-# Bot API requests at once: replies into different chats go out side by side. Few, because httpcore's
-# pool looks over every connection (a syscall each) for every request it starts or ends.
+# Bot API requests at once: replies into different chats go out side by side. Four keep 30 a second
+# (Telegram's limit for a bot) going with up to ~130 ms per request; eight saved no CPU in
+# bench/telegram_load.py and slowed the turns running meanwhile (more of them past the typing delay).
 CONNECTIONS = 4
 CONCURRENT_UPDATES = 64  # updates handled at once (one at a time per chat: handoff.ChatOrdered)
 _MESSAGES = filters.UpdateType.MESSAGE & (
@@ -103,8 +104,8 @@ class TelegramSurface(Surface):
         # Two getUpdates connections: the long poll that stop() cancels may not have released its
         # connection yet when the Updater's final getUpdates (which confirms handled updates) goes out.
         bot = PollingBot(self._queue, token=self._token, base_url=self.cfg.base_url,
-                         base_file_url=self.cfg.base_file_url, request=HTTPXRequest(connection_pool_size=CONNECTIONS),
-                         get_updates_request=HTTPXRequest(connection_pool_size=2),
+                         base_file_url=self.cfg.base_file_url, request=AiohttpRequest(CONNECTIONS),
+                         get_updates_request=AiohttpRequest(2),
                          rate_limiter=FloodLimiter(self.cfg.limits, CONNECTIONS))
         app = (Application.builder().bot(bot).update_queue(self._queue).job_queue(None)
                .concurrent_updates(ChatOrdered(CONCURRENT_UPDATES)).build())
