@@ -108,7 +108,8 @@ async def test_chat_to_its_first_reply_loads_no_optional_library(tmp_path, home,
     assert "sqlite_utils" in tops(modules)  # a new store file is migrated
     # Every toolset is registered, its descriptor known, without its connector's library.
     assert {"toolsets.calendar", "toolsets.email", "toolsets.browser", "toolsets.media_generation"} <= modules
-    assert {"connectors.mailparse", "connectors.mailcompose", "connectors.browser"}.isdisjoint(modules)
+    assert {"connectors.mailparse", "connectors.mailcompose", "connectors.browser", "connectors.calendar",
+            "connectors.ical"}.isdisjoint(modules)
 
     # The next chat on that store: migrated already, no automation scheduled.
     modules, out = await anyy_modules(tmp_path, home, "chat", "--config", cfg, stdin="hello again\n")
