@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import logging
 import signal
 import sys
@@ -126,6 +125,8 @@ def freeze_start_up() -> None:
     """Keep what start-up made (modules, config, the tool registry: it lives as long as the process) out
     of the garbage collector's full collections (`gc.freeze`). Otherwise the first full collection walks
     all of it (~25 ms), and it falls due in the first turn, before the first reply."""
+    import gc
+
     gc.freeze()
 
 
