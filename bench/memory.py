@@ -11,9 +11,11 @@ local fake model (bench/fake_model_server.py, its own process):
   between the first print and the last (tracemalloc, by line).
 
 Each line also says what was resident before the gateway was imported (the interpreter), after its
-imports, and after start-up, so imports and data can be told apart.
+imports, and after start-up, so imports and data can be told apart. The store is one that an earlier
+process created and migrated, as every start after the first finds it; with `--new-store` the measured
+process creates it (and loads sqlite-utils to migrate it).
 
-    .venv/bin/python bench/memory.py [--turns 150] [--soak 4000] [--trace]
+    .venv/bin/python bench/memory.py [--turns 150] [--soak 4000] [--trace] [--new-store]
 """
 
 from __future__ import annotations
@@ -42,8 +44,8 @@ def peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def config(model_url: str, tmp: str, every_toolset: bool) -> dict[str, Any]:
-    cfg: dict[str, Any] = {"model": {"base_url": model_url, "model": "bench"}, "store": {"path": f"{tmp}/anyy.db"}}
+def config(model_url: str, store: str, every_toolset: bool) -> dict[str, Any]:
+    cfg: dict[str, Any] = {"model": {"base_url": model_url, "model": "bench"}, "store": {"path": f"{store}/anyy.db"}}
     if every_toolset:
         cfg |= {
             "email": {"imap_host": "127.0.0.1", "smtp_host": "127.0.0.1", "username": "me", "from_address": "me@x.test"},
@@ -62,7 +64,7 @@ def message(i: int) -> str:
         f"message {i}: could you tell me a bit more about the plan for the weekend?"
 
 
-async def run(scenario: str, turns: int, trace: bool) -> dict[str, Any]:
+async def run(scenario: str, turns: int, trace: bool, store: str) -> dict[str, Any]:
     interpreter = rss_mb()
     from gateway.app import Gateway
     from gateway.config import parse_config
@@ -79,7 +81,7 @@ async def run(scenario: str, turns: int, trace: bool) -> dict[str, Any]:
         import io
 
         console = ConsoleSurface(out=io.StringIO())
-        gw = Gateway(parse_config(config(url, tmp, scenario == "all"), "bench"), surfaces=[console])
+        gw = Gateway(parse_config(config(url, store or tmp, scenario == "all"), "bench"), surfaces=[console])
         await gw.start()
         out["started_mb"] = rss_mb()
         if scenario == "soak":
@@ -120,22 +122,36 @@ async def soak(gw: Any, inbound: Any, user_id: str, messages: int, trace: bool) 
     return {"points": points, "grown": grown}
 
 
+def migrated(directory: str) -> None:
+    """Create and migrate the store in `directory` in another process, as an earlier start would have."""
+    code = ("import asyncio, sys; from store.db import Store\n"
+            "async def main():\n    async with Store(sys.argv[1] + '/anyy.db'): pass\n"
+            "asyncio.run(main())")
+    subprocess.run([sys.executable, "-c", code, directory], cwd=ROOT, check=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--turns", type=int, default=150)
     ap.add_argument("--soak", type=int, default=4000, help="messages in the soak (0: no soak)")
     ap.add_argument("--trace", action="store_true", help="tracemalloc: what grew during the soak")
+    ap.add_argument("--new-store", action="store_true", help="the measured process creates the store")
     ap.add_argument("--scenario", help=argparse.SUPPRESS)  # one measurement, in this process
+    ap.add_argument("--store", default="", help=argparse.SUPPRESS)  # its directory ("": a new one)
     args = ap.parse_args()
     if args.scenario:
         n = args.soak if args.scenario == "soak" else args.turns
-        print(json.dumps(asyncio.run(run(args.scenario, n, args.trace))))
+        print(json.dumps(asyncio.run(run(args.scenario, n, args.trace, args.store))))
         return
     scenarios = ["default", "all"] + (["soak"] if args.soak else [])
     for scenario in scenarios:
-        cmd = [sys.executable, __file__, "--scenario", scenario, "--turns", str(args.turns), "--soak", str(args.soak)]
-        done = subprocess.run(cmd + (["--trace"] if args.trace else []), capture_output=False,
-                              stdout=subprocess.PIPE, text=True, check=True)
+        with tempfile.TemporaryDirectory() as store:
+            if not args.new_store:
+                migrated(store)
+            cmd = [sys.executable, __file__, "--scenario", scenario, "--turns", str(args.turns), "--soak",
+                   str(args.soak), "--store", "" if args.new_store else store]
+            done = subprocess.run(cmd + (["--trace"] if args.trace else []), capture_output=False,
+                                  stdout=subprocess.PIPE, text=True, check=True)
         r = json.loads(done.stdout.strip().splitlines()[-1])
         what = f"{args.soak} messages, {CHATS} chats" if scenario == "soak" else f"{args.turns} turns"
         print(f"{scenario} ({what}): peak RSS {r['peak_mb']:.1f} MB; interpreter {r['interpreter_mb']:.1f} MB, "

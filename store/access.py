@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from sqlite_utils import Database
-
 from store.db import Store
 from store.records import PairingRecord, iso, row_to, utcnow
+from store.tables import Database
 
 
 class AccessRepo:

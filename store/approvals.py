@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlite_utils import Database
-
 from store.audit import add_audit
 from store.db import Store
 from store.leases import takeable
 from store.outbox import add_outbound
 from store.records import ApprovalRecord, ApprovalState, AuditEvent, Outbound, dumps, iso, row_to, utcnow
 from store.sql import lock
+from store.tables import Database
 
 _JSON = ("origin", "deciders", "prompt_refs")
 

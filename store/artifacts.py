@@ -19,11 +19,10 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
-from sqlite_utils import Database
-
 from store.db import Store
 from store.records import ArtifactRecord, dumps, iso, row_to, utcnow
 from store.sql import lock
+from store.tables import Database
 
 _UNSAFE = re.compile(r"[^\w.-]+")
 _JSON = ("meta",)

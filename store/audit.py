@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from sqlite_utils import Database
-
 from store.db import Store
 from store.records import AuditEvent, dumps, row_to
+from store.tables import Database
 
 
 def add_audit(db: Database, event: AuditEvent) -> None:

@@ -9,12 +9,11 @@ from __future__ import annotations
 import builtins
 from typing import Any
 
-from sqlite_utils import Database
-
 from store.audit import add_audit
 from store.db import Store
 from store.leases import lease_until, takeable
 from store.records import AuditEvent, AutomationRecord, AutomationRun, dumps, iso, row_to, utcnow
+from store.tables import Database
 
 _JSON = ("origin", "schedule", "action")
 

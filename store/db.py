@@ -18,13 +18,15 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
-import sqlite_utils
-
 from store import leases
-from store.migrations import MIGRATIONS
 from store.records import utcnow
+from store.tables import SqliteDatabase
 
 T = TypeVar("T")
+# The number of migrations in `store.migrations`, which a migrated SQLite file records as its
+# `user_version`: a file already at it opens without loading the migrations (and sqlite-utils with them).
+# Adding a migration adds one here (tests/test_startup_imports.py checks it).
+SCHEMA_VERSION = 12
 
 
 class StoreError(Exception):
@@ -94,8 +96,11 @@ class Store:
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA foreign_keys=ON")
         conn.execute("PRAGMA busy_timeout=5000")
-        self._db = sqlite_utils.Database(conn)
-        MIGRATIONS.apply(self._db)
+        self._db = SqliteDatabase(conn)
+        if conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+            from store.migrations import migrate
+
+            migrate(conn)
 
     def _connect_pg(self) -> None:
         import psycopg  # only a PostgreSQL store pays for the driver

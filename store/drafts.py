@@ -10,10 +10,9 @@ from __future__ import annotations
 import secrets
 from typing import Any
 
-from sqlite_utils import Database
-
 from store.db import Store
 from store.records import EmailDraftRecord, dumps, iso, row_to, utcnow
+from store.tables import Database
 
 
 class Drafts:

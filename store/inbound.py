@@ -7,12 +7,11 @@ its turn has finished. A pending row is owned by the process that accepted it, u
 
 from __future__ import annotations
 
-from sqlite_utils import Database
-
 from store.db import Store
 from store.leases import lease_until, takeable
 from store.records import Inbound, iso, utcnow
 from store.sql import json_text
+from store.tables import Database
 
 
 class InboundLog:

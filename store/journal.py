@@ -8,11 +8,10 @@ tells the owner. `read` tools are not journalled: running one again is harmless.
 
 from __future__ import annotations
 
-from sqlite_utils import Database
-
 from store.db import Store
 from store.messages import add_message
 from store.records import MessageRecord, iso, utcnow
+from store.tables import Database
 
 
 class ToolJournal:

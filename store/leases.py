@@ -15,9 +15,8 @@ import time
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from sqlite_utils import Database
-
 from store.records import iso, parse_iso, utcnow
+from store.tables import Database
 
 LEASE_S = 30.0  # a live owner renews every LEASE_S / 3 (see `renew`), so only a stopped one lets it lapse
 

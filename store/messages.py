@@ -7,12 +7,12 @@ import re
 from typing import Any
 
 from pydantic import BaseModel
-from sqlite_utils import Database
 
 from store import search_index
 from store.db import Store
 from store.records import MessageRecord, dumps, row_to
 from store.sql import is_pg
+from store.tables import Database
 
 _JSON = ("tool_calls", "meta")
 INDEX_BATCH = 32  # rows written here before `index_due` asks for a catch-up of the search index

@@ -1,6 +1,8 @@
-"""Schema migrations (sqlite-utils `Migrations`). Append new migrations; never edit an applied one."""
+"""Schema migrations (sqlite-utils `Migrations`). Append new ones (counted in `db.SCHEMA_VERSION`), edit none."""
 
 from __future__ import annotations
+
+import sqlite3
 
 from sqlite_utils import Database
 from sqlite_utils.migrations import Migrations
@@ -389,3 +391,10 @@ def m015_claims(db: Database) -> None:
 
 
 MIGRATIONS()(search_index.m016_deferred_search_index)
+
+
+def migrate(conn: sqlite3.Connection) -> None:
+    """Apply the pending migrations; the file's `user_version` says how many are (`Store` reads it)."""
+    db = Database(conn)
+    MIGRATIONS.apply(db)
+    conn.execute(f"PRAGMA user_version = {len(MIGRATIONS.applied(db))}")

@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel
-from sqlite_utils import Database
 
 from store.db import Store
 from store.leases import lease_until
 from store.records import Outbound, OutboxItem, iso, row_to, utcnow
+from store.tables import Database
 
 _INSERT = ("INSERT INTO outbox (dedupe_key, surface, chat_id, thread_id, payload, state, created_at)"
            " VALUES (?, ?, ?, ?, ?, 'pending', ?) ON CONFLICT DO NOTHING RETURNING id")

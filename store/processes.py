@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlite_utils import Database
-
 from store.db import Store
 from store.leases import owner_alive
 from store.records import ProcessRecord, iso, row_to, utcnow
+from store.tables import Database
 
 
 class Processes:

@@ -1,7 +1,7 @@
 """Persisted records. Every layer speaks these types; the tables live in `store.migrations`."""
 
-from __future__ import annotations
-
+# No `from __future__ import annotations` here: pydantic would evaluate each field's annotation from
+# its string, a part of building these records at every start.
 import json
 from datetime import datetime, timezone
 from typing import Any, Literal

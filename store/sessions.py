@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlite_utils import Database
-
 from store.db import Store
 from store.records import Origin, SessionRecord, dumps, iso, row_to, utcnow
+from store.tables import Database
 
 _JSON = ("pinned_toolsets", "last_selection")
 

@@ -1,8 +1,8 @@
 """The few places where SQLite and PostgreSQL need different SQL, as small functions of the connection.
 
 Everything else is written once: both engines accept `ON CONFLICT`, `RETURNING`, `IS NOT DISTINCT
-FROM` and `FILTER`. `db` is the sqlite-utils `Database` or a `store.pg.PgDatabase`; the latter says
-`dialect = "postgresql"`.
+FROM` and `FILTER`. `db` is a `store.tables.SqliteDatabase` (sqlite-utils' `Database` in a migration)
+or a `store.pg.PgDatabase`; the latter says `dialect = "postgresql"`.
 """
 
 from __future__ import annotations

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlite_utils import Database
-
 from store.db import Store
 from store.records import JobState, SubagentJob, dumps, iso, row_to, utcnow
 from store.sql import lock
+from store.tables import Database
 
 _JSON = ("origin", "toolsets")
 

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlite_utils import Database
-
 from store.db import Store
 from store.records import TaskRecord, iso, row_to, utcnow
+from store.tables import Database
 
 
 class Tasks:

@@ -4,10 +4,10 @@ and the paid tool calls (image generation), counted from their audit events."""
 from __future__ import annotations
 
 from pydantic import BaseModel
-from sqlite_utils import Database
 
 from store.db import Store
 from store.sql import json_number, json_text
+from store.tables import Database
 
 
 class UsageTotal(BaseModel):

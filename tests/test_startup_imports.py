@@ -8,9 +8,14 @@ included, is counted. A feature that is not configured must leave its libraries 
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import sys
 from pathlib import Path
 
+from sqlite_utils import Database
+
+from store.db import SCHEMA_VERSION
+from store.migrations import MIGRATIONS, migrate
 from tests.support.cli import SUBPROCESS_S, model_config
 
 # Libraries that only an optional feature needs (a connector, a surface, the dashboard, MCP, PostgreSQL,
@@ -24,9 +29,9 @@ FORBIDDEN = frozenset({
 # `anyy doctor` checks that web_fetch can read an HTML page (web is on in every config), which is
 # the import of the extractor's chain; the rest stays unloaded.
 DOCTOR_CHECKS_THE_EXTRACTOR = frozenset({"lxml", "trafilatura"})
-# `anyy chat` fires schedules when no resident holds the store, and APScheduler imports multiprocessing
-# (for its process pool) with its scheduler classes.
-CHAT_RUNS_THE_SCHEDULER = frozenset({"multiprocessing"})
+# What a chat needs only for a store that needs it: sqlite-utils (and click, pluggy, dateutil with it) to
+# migrate a SQLite file, APScheduler (and its process pool's multiprocessing) for the first scheduled job.
+FOR_THE_STORE = frozenset({"sqlite_utils", "click", "pluggy", "dateutil", "apscheduler", "multiprocessing"})
 # What `import gateway.cli.main` may load beyond `import asyncio, sqlite3`: the parser's modules and a
 # few standard ones. Building the parser must stay this cheap, since `anyy --help` is all of it.
 CLI_MAIN_GATEWAY = {"gateway", "gateway.cli", "gateway.cli.admin", "gateway.cli.doctor", "gateway.cli.main",
@@ -99,9 +104,35 @@ async def test_chat_to_its_first_reply_loads_no_optional_library(tmp_path, home,
     cfg = model_config(tmp_path, model)
     modules, out = await anyy_modules(tmp_path, home, "chat", "--config", cfg, stdin="hello\n")
     assert out.splitlines() == ["echo: hello"]
-    assert tops(modules) & (FORBIDDEN - CHAT_RUNS_THE_SCHEDULER) == set()
+    assert tops(modules) & FORBIDDEN == set()
+    assert "sqlite_utils" in tops(modules)  # a new store file is migrated
     # Every toolset is registered, its descriptor known, without its connector's library.
     assert {"toolsets.calendar", "toolsets.email", "toolsets.browser", "toolsets.media_generation"} <= modules
+    assert {"connectors.mailparse", "connectors.mailcompose", "connectors.browser", "connectors.calendar",
+            "connectors.ical"}.isdisjoint(modules)
+
+    # The next chat on that store: migrated already, no automation scheduled.
+    modules, out = await anyy_modules(tmp_path, home, "chat", "--config", cfg, stdin="hello again\n")
+    assert out.splitlines() == ["echo: hello again"]
+    assert tops(modules) & (FORBIDDEN | FOR_THE_STORE) == set()
+
+
+async def test_a_scheduled_reminder_loads_the_scheduler(tmp_path, home, model):
+    """The other side of the check above: with a reminder in the store, the chat holds its job."""
+    cfg = model_config(tmp_path, model)
+    modules, out = await anyy_modules(tmp_path, home, "chat", "--config", cfg, stdin="/remind in 2 hours stretch\n")
+    assert "apscheduler" in tops(modules), out
+    modules, out = await anyy_modules(tmp_path, home, "chat", "--config", cfg, stdin="/reminders\n")
+    assert "stretch" in out
+    assert "apscheduler" in tops(modules) and "sqlite_utils" not in tops(modules)
+
+
+def test_the_schema_version_counts_the_migrations():
+    """A store file at `SCHEMA_VERSION` opens without migrating: it must be the number of migrations."""
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    migrate(conn)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert len(MIGRATIONS.applied(Database(conn))) == SCHEMA_VERSION
 
 
 async def test_a_configured_feature_loads_its_library(tmp_path, home, model):

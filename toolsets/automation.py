@@ -11,7 +11,7 @@ import builtins
 from typing import Any, Protocol
 from zoneinfo import ZoneInfo
 
-from pydantic import BaseModel, create_model, model_validator
+from pydantic import BaseModel, model_validator
 
 from store.records import AutomationRecord, AutomationRun, Origin, parse_iso
 from toolsets.base import ExecutionPolicy, Risk, Tool, ToolContext, ToolError, Toolset
@@ -93,7 +93,7 @@ class _RejectLegacy(BaseModel):
 def _rejects_legacy(tool: Tool) -> Tool:
     """Give the tool's arguments a clear error for top-level when/every/cron/recurring (older tools took
     them beside or instead of `schedule`), instead of a bare "extra inputs are not permitted"."""
-    tool.args_model = create_model(tool.args_model.__name__, __base__=(tool.args_model, _RejectLegacy))
+    tool.args_mixins = (*tool.args_mixins, _RejectLegacy)
     return tool
 
 

@@ -184,7 +184,6 @@ class Tool:
     name: str
     toolset: str
     description: str
-    args_model: type[BaseModel]
     handler: Handler
     descriptor: Descriptor
     previewer: PreviewFn | None = None
@@ -194,7 +193,23 @@ class Tool:
     # A JSON schema given as is (an MCP server's `inputSchema`), sent instead of the args model's; the
     # args model is then `json_schema_args(parameters)`, which validates against it.
     parameters: dict[str, Any] | None = None
+    # The arguments' pydantic model when it is given (an MCP tool's `json_schema_args`); otherwise it is
+    # built from the handler's signature on first use (`args_model`): a process imports every toolset,
+    # and most tools are never offered or called in it (about 30 ms for all of them at start-up).
+    given_args: type[BaseModel] | None = field(default=None, repr=False)
+    # Models the built args model also derives from (validators a toolset adds to all its tools' arguments).
+    args_mixins: tuple[type[BaseModel], ...] = ()
     _schema: dict[str, Any] | None = field(default=None, repr=False)
+
+    @property
+    def args_model(self) -> type[BaseModel]:
+        """The pydantic model that validates this tool's arguments (built once, on first use)."""
+        if self.given_args is None:
+            model = args_model_for(self.handler)
+            if self.args_mixins:
+                model = create_model(model.__name__, __base__=(model, *self.args_mixins))
+            self.given_args = model
+        return self.given_args
 
     def schema(self) -> dict[str, Any]:
         """The provider-neutral schema: name, description, JSON-schema parameters. Built once: it is
@@ -296,8 +311,8 @@ class Toolset:
         def wrap(fn: Handler) -> Tool:
             descriptor = Descriptor(risk=risk, approval=approval, execution=execution, steering=steering,
                                     output_budget=OutputBudget(visible_chars=visible_chars, stored_chars=stored_chars))
-            t = Tool(name=fn.__name__, toolset=self.name, description=_summary(fn), args_model=args_model_for(fn),
-                     handler=fn, descriptor=descriptor, requires=requires)
+            t = Tool(name=fn.__name__, toolset=self.name, description=_summary(fn), handler=fn,
+                     descriptor=descriptor, requires=requires)
             self.tools.append(t)
             return t
 

@@ -15,16 +15,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, Field
 
-from connectors.browser import TYPABLE, Browser, BrowserError, Element, PageState
-from connectors.images import image_part
 from connectors.web.hosts import HostRules
 from store.artifacts import ArtifactLimit, Artifacts
 from toolsets.base import ExecutionPolicy, Preview, Risk, ToolContext, ToolError, Toolset, configured
+
+# The driver is the "browser" service's (absent unless [browser] is enabled): its module is imported by
+# the handlers that use it, so registering the toolset does not load it.
+if TYPE_CHECKING:
+    from connectors.browser import Browser, PageState
 
 TOOLSET = Toolset(
     "browser",
@@ -87,6 +90,8 @@ def _page(ctx: ToolContext, state: PageState, body: str, notes: list[str] | None
 
 async def _view(ctx: ToolContext, state: PageState | None = None) -> str:
     """The page's snapshot now, with what `state` (the navigation that led here) saw refused."""
+    from connectors.browser import PageState
+
     now, snap = await _call(_browser(ctx).snapshot(ctx.user_key))
     if state is not None:
         now = PageState(url=now.url, title=now.title, status=state.status, refused=state.refused)
@@ -96,6 +101,8 @@ async def _view(ctx: ToolContext, state: PageState | None = None) -> str:
 
 async def _call(coro: Any) -> Any:
     """Await a browser operation; its BrowserError becomes the ToolError the model reads."""
+    from connectors.browser import BrowserError
+
     try:
         return await coro
     except BrowserError as exc:
@@ -154,6 +161,8 @@ async def browser_screenshot(ctx: ToolContext) -> dict[str, Any]:
                            "page": ctx.external(f"browser:{state.url}", f"Screenshot of {state.title} ({state.url})")}
     vision = ctx.service("vision")
     if vision is not None:
+        from connectors.images import image_part
+
         part = await image_part(Path(rec.path), rec.name, rec.id, vision.max_side, vision.max_bytes)
         if isinstance(part, dict):
             ctx.show_image(part)
@@ -172,6 +181,8 @@ def _policy(ctx: ToolContext, args: BaseModel) -> ExecutionPolicy:
 
 async def _payload(ctx: ToolContext, action: str, ref: str | None, text: str = "", submit: bool = False) -> dict[str, Any]:
     """The action exactly as it will run: the page URL now, the element the ref names now, the text."""
+    from connectors.browser import TYPABLE
+
     browser = _browser(ctx)
     url = browser.current_url(ctx.user_key)
     if url is None:
@@ -203,6 +214,8 @@ async def _preview(ctx: ToolContext, payload: dict[str, Any]) -> Preview:
 
 async def _act(ctx: ToolContext, payload: dict[str, Any]) -> str:
     """Run the stored action on the page it was asked for, or refuse having done nothing."""
+    from connectors.browser import Element
+
     element = Element(payload["ref"], payload["role"], payload["name"]) if "ref" in payload else None
     state = await _call(_browser(ctx).act(ctx.user_key, payload["url"], payload["action"], element,
                                           text=payload["text"], submit=payload["submit"]))

@@ -16,13 +16,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
 from pydantic import BaseModel
 
-from connectors import ical
-from connectors.calendar import CalendarClient, CalendarConflict, CalendarError, Event, EventFields
 from toolsets.base import ApprovalPolicy, ExecutionPolicy, Preview, Risk, ToolContext, ToolError, Toolset, configured
 from toolsets.calendar_format import (
     OptTitle, OptWhen, When, change_text, day_text, event_card, event_diff, event_fields, event_line, event_ref,
@@ -30,6 +28,11 @@ from toolsets.calendar_format import (
 )
 from toolsets.flat_args import OptStr, OptStrs
 from toolsets.limits import Title
+
+# The client and the iCalendar mapping (`connectors.calendar`, with CalDAV's XML and `connectors.ical`)
+# are the [calendar] service's: the handlers import them, so registering the toolset loads neither.
+if TYPE_CHECKING:
+    from connectors.calendar import CalendarClient, Event, EventFields
 
 TOOLSET = Toolset(
     "calendar",
@@ -65,6 +68,8 @@ def _client(ctx: ToolContext) -> CalendarClient:
 @contextmanager
 def _errors() -> Iterator[None]:
     """Connector failures become tool results the model can read and act on."""
+    from connectors.calendar import CalendarConflict, CalendarError
+
     try:
         yield
     except CalendarConflict:
@@ -81,6 +86,8 @@ def _fields_of(tz: ZoneInfo, args: BaseModel) -> EventFields:
 # -- previews: what an approval shows and binds -----------------------------------------------------
 
 async def _preview_new(ctx: ToolContext, fields: EventFields, calendar: str | None) -> Preview:
+    from connectors import ical
+
     client = _client(ctx)
     with _errors():
         cal = await client.calendar(calendar)
@@ -104,6 +111,8 @@ def _cancel_payload(event: Event, tz: ZoneInfo) -> dict[str, Any]:
 
 
 async def _changed(ctx: ToolContext, event_id: str, calendar: str | None, fields: EventFields) -> tuple[Event, Event]:
+    from connectors import ical
+
     with _errors():
         before = await _client(ctx).get_event(event_id, calendar)
         after = ical.apply_changes(before, fields)
@@ -120,6 +129,8 @@ def _stale(event: Event, version: str) -> str:
 
 async def _current(ctx: ToolContext, event_id: str, version: str, calendar: str | None) -> Event:
     """The event as it is now, refused unless it is still the version the model (and owner) saw."""
+    from connectors.calendar import CalendarConflict
+
     event = await _client(ctx).get_event(event_id, calendar)
     if event.version != version:
         raise CalendarConflict(f"event {event_id} is at version {event.version}, not {version}")
@@ -131,6 +142,8 @@ async def _current(ctx: ToolContext, event_id: str, version: str, calendar: str 
 @TOOLSET.tool()
 async def calendar_status(ctx: ToolContext) -> str:
     """Check the calendar server and list the calendars."""
+    from connectors.calendar import CalendarError
+
     client = _client(ctx)
     try:
         calendars = await client.calendars(refresh=True)
@@ -226,6 +239,9 @@ async def calendar_update(ctx: ToolContext, event_id: str, version: str, title: 
         version: As calendar_list/get/draft show it.
         start: Without end, the duration is kept.
     """
+    from connectors import ical
+    from connectors.calendar import EventFields
+
     fields = event_fields(ctx.tz, title=title, start=start, end=end, location=location, description=description,
                           attendees=attendees, repeat=repeat)
     if fields == EventFields():

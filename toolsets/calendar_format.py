@@ -19,8 +19,10 @@ from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler, WithJsonSchema
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, core_schema
 
-from connectors.calendar import Event, EventFields, EventTime
 from toolsets.limits import TITLE_CHARS, Title
+
+if TYPE_CHECKING:  # the [calendar] service's (`toolsets.calendar` says why): imported where it is used
+    from connectors.calendar import Event, EventFields, EventTime
 
 _DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 
@@ -144,6 +146,8 @@ def event_fields(tz: ZoneInfo, *, title: str | None = None, start: date | dateti
     """The event fields the model's arguments name (None: unchanged), times in the owner's zone."""
     # Times are written in the owner's zone, so the event carries a real TZID rather than an offset.
     # A person's last day is included; iCalendar's end day is not.
+    from connectors.calendar import EventFields
+
     if end is not None and not isinstance(end, datetime):
         end += timedelta(days=1)
     return EventFields(

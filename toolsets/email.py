@@ -18,15 +18,18 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import Field, ValidationError
 
 from connectors.mailerrors import EmailError
-from connectors.mailcompose import OutgoingMessage, new_message_id, reply_subject
-from connectors.mailparse import MailMessage
 from store.drafts import Drafts
 from store.records import EmailDraftRecord
 from toolsets.base import ApprovalPolicy, ExecutionPolicy, Preview, Risk, ToolContext, ToolError, Toolset, configured
 from toolsets.flat_args import OptDate, OptInt, OptStr, OptStrs
 
-if TYPE_CHECKING:  # the client (aioimaplib, aiosmtplib) is the [email] service's, imported with it
+# The client (aioimaplib, aiosmtplib) is the [email] service's, imported with it; composing and parsing
+# (the standard library's email package, ~15 ms) are imported by the handlers that compose: registering
+# the toolset loads neither.
+if TYPE_CHECKING:
     from connectors.email import EmailClient
+    from connectors.mailcompose import OutgoingMessage
+    from connectors.mailparse import MailMessage
 
 TOOLSET = Toolset(
     "email",
@@ -78,7 +81,16 @@ def _invalid(exc: ValidationError) -> ToolError:
     return ToolError("; ".join(problems) + " (nothing was saved or sent)")
 
 
+def _message(data: Any) -> OutgoingMessage:
+    """A stored message (a draft's, an approval payload's) as the message it is."""
+    from connectors.mailcompose import OutgoingMessage
+
+    return OutgoingMessage.model_validate(data)
+
+
 def _compose(**fields: Any) -> OutgoingMessage:
+    from connectors.mailcompose import OutgoingMessage
+
     if not str(fields.get("subject") or "").strip():
         raise ToolError("the subject is empty; give the message a subject (nothing was saved or sent)")
     if not str(fields.get("body") or "").strip():
@@ -202,8 +214,10 @@ async def email_draft(
         body: Plain text.
         folder: Folder of reply_to_uid.
     """
+    from connectors.mailcompose import new_message_id, reply_subject
+
     client = _client(ctx)
-    base = OutgoingMessage.model_validate((await _unsent(ctx, draft_id)).message) if draft_id else None
+    base = _message((await _unsent(ctx, draft_id)).message) if draft_id else None
     fields: dict[str, Any] = base.model_dump() if base else {
         "from_address": client.settings.from_address, "from_name": client.settings.from_name,
         "message_id": new_message_id(client.settings.from_address)}
@@ -251,6 +265,8 @@ async def _send_payload(ctx: ToolContext, draft_id: str | None, to: Addresses, c
                         subject: str | None, body: str | None) -> dict[str, Any]:
     """The whole effect of an email_send call: the draft it sends (None for an inline message) and the
     complete message, an inline one given its Message-ID now."""
+    from connectors.mailcompose import new_message_id
+
     client = _client(ctx)
     record, message = await _outgoing(ctx, client, new_message_id(client.settings.from_address), draft_id,
                                       to, cc, bcc, subject, body)
@@ -262,7 +278,7 @@ async def _send_payload(ctx: ToolContext, draft_id: str | None, to: Addresses, c
 async def _send(ctx: ToolContext, args: Any, payload: dict[str, Any]) -> str:
     """Send the payload's message as it is, once."""
     client, drafts = _client(ctx), Drafts(ctx.store)
-    message = OutgoingMessage.model_validate(payload["message"])
+    message = _message(payload["message"])
     draft_id = payload["draft_id"] or (await drafts.create(ctx.user_key, payload["message"])).id
     if not await drafts.claim(ctx.user_key, draft_id, payload["message"]):
         current = await drafts.get(ctx.user_key, draft_id)
@@ -293,7 +309,7 @@ async def _outgoing(ctx: ToolContext, client: EmailClient, message_id: str, draf
         if any(f is not None for f in (to, cc, bcc, subject, body)):
             raise ToolError("give either draft_id or the message fields (to, cc, bcc, subject, body), not both")
         record = await _unsent(ctx, draft_id)
-        return record, OutgoingMessage.model_validate(record.message)
+        return record, _message(record.message)
     if not to and not cc and not bcc:
         raise ToolError("give draft_id, or a complete message: to, subject and body")
     return None, _compose(message_id=message_id, from_address=client.settings.from_address,
@@ -305,5 +321,5 @@ async def _outgoing(ctx: ToolContext, client: EmailClient, message_id: str, draf
 async def _preview_send(ctx: ToolContext, args: Any) -> Preview:
     payload = await _send_payload(ctx, args.draft_id, args.to, args.cc, args.bcc, args.subject, args.body)
     label = f" (draft {payload['draft_id']})" if payload["draft_id"] else ""
-    message = OutgoingMessage.model_validate(payload["message"])
+    message = _message(payload["message"])
     return Preview(text=f"Send this email{label}:\n\n{message.preview()}", payload=payload)

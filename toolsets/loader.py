@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import lru_cache
 
-from toolsets.base import Descriptor, Tool, ToolContext, ToolError, Toolset, args_model_for
+from toolsets.base import Descriptor, Tool, ToolContext, ToolError, Toolset
 
 LOADER_TOOLSET = "loader"
 
@@ -40,5 +40,5 @@ def _build(entries: tuple[tuple[str, str], ...]) -> Tool:
         return f"Loaded: {', '.join(valid)}. Their tools are available now.{note}"
 
     description = "\n".join([_INTRO, *(f"- {name}: {text}" for name, text in entries)])
-    return Tool(name="load_toolsets", toolset=LOADER_TOOLSET, description=description,
-                args_model=args_model_for(load_toolsets), handler=load_toolsets, descriptor=Descriptor())
+    return Tool(name="load_toolsets", toolset=LOADER_TOOLSET, description=description, handler=load_toolsets,
+                descriptor=Descriptor())

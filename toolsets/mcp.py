@@ -105,7 +105,7 @@ def _tool(spec: ServerSpec, remote: types.Tool, name: str, toolset: str) -> Tool
     # A third party's words, marked as such (the system prompt's rule about `[MCP server …]`).
     description = MARK.format(server=spec.name) + visible((remote.description or remote.title or remote.name)
                                                           [:_MAX_DESCRIPTION])
-    tool = Tool(name=name, toolset=toolset, description=description, args_model=json_schema_args(schema),
+    tool = Tool(name=name, toolset=toolset, description=description, given_args=json_schema_args(schema),
                 handler=_handler(spec.name, remote.name), descriptor=descriptor, parameters=schema)
     tool.preview(_previewer(spec.name, remote.name))
     return tool

@@ -28,13 +28,11 @@ import inspect
 import logging
 import secrets
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from apscheduler.schedulers.asyncio import AsyncIOScheduler
-from apscheduler.triggers.date import DateTrigger
-
+from gateway.automations.jobs import DateJobs
 from store.automations import Automations
 from store.db import Store
 from store.records import AutomationRecord, AutomationRun, Origin, Outbound, iso, parse_iso, utcnow
@@ -57,16 +55,6 @@ RunPrompt = Callable[[AutomationRecord, str], Awaitable[str]]  # (automation, sc
 Clock = Callable[[], datetime]
 MayRun = Callable[[str], Awaitable[bool]]  # user key -> whether that user still has access
 
-JOB_DEFAULTS: dict[str, Any] = {
-    # APScheduler's default (1 s) silently drops a job that starts late, e.g. after a busy moment or a
-    # suspended laptop. Lateness is our policy (delivered, marked late), so never drop.
-    "misfire_grace_time": None,
-    # A job that missed several runs runs once.
-    "coalesce": True,
-    # Jobs only claim a slot and hand off the delivery, so one instance per automation is enough.
-    "max_instances": 1,
-}
-SYNC_JOB = "anyy:automations-sync"
 # Re-read rows changed a little before the last sync: another process stamps `updated_at` before its
 # write commits, so a change can become visible with a slightly older stamp.
 SYNC_OVERLAP = timedelta(seconds=5)
@@ -108,7 +96,8 @@ class AutomationService:
         self._late_after = late_after
         self._retry_delays = tuple(retry_delays)
         self._sync_interval_s = sync_interval_s
-        self._scheduler: AsyncIOScheduler | None = None
+        self._jobs: DateJobs | None = None  # while started: the jobs (`gateway.automations.jobs`)
+        self._sync_task: asyncio.Task[None] | None = None
         self._started_at: datetime | None = None
         self._synced_at = utcnow()
         # Serializes "read row, write row, place job" so a firing and an edit never interleave.
@@ -118,7 +107,7 @@ class AutomationService:
     @property
     def running(self) -> bool:
         """Whether this service fires schedules (False in admin mode)."""
-        return self._scheduler is not None
+        return self._jobs is not None
 
     def now(self) -> datetime:
         """The service's current time (aware)."""
@@ -128,20 +117,18 @@ class AutomationService:
 
     async def start(self) -> None:
         """Rebuild the jobs from the rows, deliver interrupted runs, and start firing."""
-        if self._scheduler is not None:
+        if self._jobs is not None:
             raise RuntimeError("the automation service is already running")
         self._started_at = self._clock()
         self._synced_at = utcnow()
         slots = await self.repo.scheduled_slots()
         # Read before the scheduler starts: afterwards a fresh claim could look interrupted.
         interrupted = await self.repo.unfinished_runs()
-        scheduler = AsyncIOScheduler(timezone=timezone.utc, job_defaults=JOB_DEFAULTS)
         async with self._lock:
-            self._scheduler = scheduler
+            self._jobs = DateJobs(self._fire)
             for automation_id, slot in slots:
                 self._place(automation_id, slot)
-            scheduler.add_job(self._sync, "interval", seconds=self._sync_interval_s, id=SYNC_JOB, name="sync")
-            scheduler.start()
+            self._sync_task = asyncio.create_task(self._sync_every(), name="automations-sync")
             for run in interrupted:
                 row = await self.repo.get(run.automation_id)
                 if row is not None:
@@ -153,9 +140,12 @@ class AutomationService:
         """Stop firing; wait up to `timeout_s` for deliveries under way, then cancel the rest (a
         cancelled run stays claimed and is delivered at the next start)."""
         async with self._lock:
-            scheduler, self._scheduler = self._scheduler, None
-        if scheduler is not None:
-            scheduler.shutdown(wait=False)
+            jobs, self._jobs, sync, self._sync_task = self._jobs, None, self._sync_task, None
+        if jobs is not None:
+            jobs.shutdown()
+        if sync is not None:
+            sync.cancel()
+            await asyncio.gather(sync, return_exceptions=True)
         if self._tasks:
             _, pending = await asyncio.wait(set(self._tasks), timeout=timeout_s)
             for task in pending:
@@ -258,7 +248,7 @@ class AutomationService:
     async def _fire(self, automation_id: str, slot: str) -> None:
         """The job: claim the slot, move row and job to the next slot, hand off the delivery."""
         async with self._lock:
-            if self._scheduler is None or self._started_at is None:
+            if self._jobs is None or self._started_at is None:
                 return  # fired while shutting down; the slot is still unclaimed for the next start
             row = await self.repo.get(automation_id)
             if row is None or not row.enabled or row.next_run_at != slot:
@@ -327,16 +317,23 @@ class AutomationService:
                 log.warning("automation enqueue retry key=%s attempt=%d error=%s", key, attempt, exc)
                 await asyncio.sleep(delay)
 
+    async def _sync_every(self) -> None:
+        while True:  # one sync at a time, as APScheduler ran it when it was a job
+            await asyncio.sleep(self._sync_interval_s)
+            try:
+                await self._sync()
+            except Exception:  # the next round tries again
+                log.exception("automations sync failed")
+
     async def _sync(self) -> None:
         """Place the jobs of rows another process (the CLI, `anyy chat`) created or changed."""
         started = utcnow()
         async with self._lock:
-            if self._scheduler is None:
+            if self._jobs is None:
                 return
             rows = await self.repo.changed_since(iso(self._synced_at - SYNC_OVERLAP))
             for row in rows:
-                job = self._scheduler.get_job(row.id)
-                if (job.args[1] if job else None) != _slot(row):
+                if self._jobs.slot(row.id) != _slot(row):
                     self._place(row.id, _slot(row))
         self._synced_at = started
 
@@ -344,13 +341,8 @@ class AutomationService:
 
     def _place(self, automation_id: str, slot: str | None) -> None:
         """Make the scheduler hold a job at `slot` for the automation, or none (nothing in admin mode)."""
-        if self._scheduler is None:
-            return
-        if slot is not None:
-            self._scheduler.add_job(self._fire, DateTrigger(parse_iso(slot), timezone.utc), args=(automation_id, slot),
-                                    id=automation_id, name="automation", replace_existing=True)
-        elif self._scheduler.get_job(automation_id) is not None:
-            self._scheduler.remove_job(automation_id)
+        if self._jobs is not None:
+            self._jobs.place(automation_id, slot)
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(coro)

@@ -3,8 +3,8 @@ and TTS, image generation, artifacts, the workspace and terminal, and the dashbo
 and re-exports every name, so callers import from there.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations` here: pydantic would evaluate each field's annotation from
+# its string, about a tenth of building these sections at every start.
 import ipaddress
 import re
 from typing import Literal
@@ -121,7 +121,7 @@ class McpServerConfig(Section):
     timeout_s: float = Field(30, gt=0)
 
     @model_validator(mode="after")
-    def _one_transport(self) -> McpServerConfig:
+    def _one_transport(self) -> "McpServerConfig":
         if bool(self.command) == bool(self.url):
             raise ValueError("set either command (a stdio server) or url (a streamable HTTP server)")
         if self.url and (self.args or self.env):

@@ -4,8 +4,8 @@ Lookup: `--config PATH`, else `$ANYY_CONFIG`, else `~/.config/anyy/config.toml` 
 means "all defaults"). The data directory is `$ANYY_HOME`, else `~/.local/share/anyy`.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations` here: pydantic would evaluate each field's annotation from
+# its string, about a tenth of building these sections at every start.
 import os
 import tomllib
 from pathlib import Path
