@@ -91,3 +91,10 @@ def test_the_cache_keeps_to_its_bound_newest_first() -> None:
     with_image = ChatMessage(role="user", content="see", images=[ImagePart(mime_type="image/png", data="a" * 5_000)])
     assert b"aaaa" in cache.messages([with_image], lambda m: {"i": m.images[0].data})
     assert cache.cached_bytes <= 2_000
+
+
+def test_a_message_cannot_change_under_its_cached_encoding() -> None:
+    message = ChatMessage(role="user", content="hello")
+    with pytest.raises(ValueError):
+        message.content = "changed"  # type: ignore[misc]
+    assert message.model_copy(update={"content": "changed"}).content == "changed"  # a new object

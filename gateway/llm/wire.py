@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 from typing import Any
 
 from gateway.llm.types import ChatMessage, ToolSchema
 
 # The encodings kept, least recently used dropped first: a full default window encodes to ~60 KB, so
-# this holds the recent messages of a few dozen busy sessions.
+# this holds the recent messages of a few dozen busy sessions (the messages themselves are mostly the
+# history windows' own).
 CACHE_BYTES = 2_000_000
 _TOOL_ARRAYS = 32  # distinct tools arrays kept (one per selection in use)
 
@@ -39,20 +40,15 @@ def encode(body: dict[str, Any]) -> bytes:
                             for k, v in body.items()) + b"}"
 
 
-def _message_key(m: ChatMessage) -> Hashable:
-    """Everything a provider reads of a message (images aside: those are never cached)."""
-    calls = tuple((c.id, c.name, c.arguments) for c in m.tool_calls) if m.tool_calls else ()
-    return m.role, m.content, m.tool_call_id, m.name, m.stable_chars, calls
-
-
 class WireCache:
-    """One client's encodings of messages (by content: equal messages encode alike) and of tools
-    arrays (by the identity of their ToolSchema objects, which are never changed once made: the
-    runtime builds one per tool; a new tool list, an MCP server's say, brings new objects)."""
+    """One client's encodings of messages and of tools arrays, by the identity of the objects: a
+    ChatMessage is frozen, and the history window hands the same ones from turn to turn; a ToolSchema
+    is never changed once made (the runtime builds one per tool; a new tool list, an MCP server's say,
+    brings new objects). An entry holds its objects, so their ids are not reused while it is cached."""
 
     def __init__(self, max_bytes: int = CACHE_BYTES) -> None:
         self.max_bytes = max_bytes
-        self._messages: OrderedDict[Hashable, bytes] = OrderedDict()
+        self._messages: OrderedDict[int, tuple[ChatMessage, bytes]] = OrderedDict()
         self._bytes = 0
         self._tools: OrderedDict[tuple[int, ...], tuple[tuple[ToolSchema, ...], Encoded]] = OrderedDict()
 
@@ -67,16 +63,17 @@ class WireCache:
             if m.images:  # large and rarely repeated: not worth a place in the cache
                 parts.append(dumps(to_wire(m)))
                 continue
-            key = _message_key(m)
-            part = self._messages.get(key)
-            if part is None:
-                part = self._messages[key] = dumps(to_wire(m))
+            hit = self._messages.get(id(m))
+            if hit is None:
+                part = dumps(to_wire(m))
+                self._messages[id(m)] = m, part
                 self._bytes += len(part)
             else:
-                self._messages.move_to_end(key)
+                part = hit[1]
+                self._messages.move_to_end(id(m))
             parts.append(part)
         while self._bytes > self.max_bytes and self._messages:
-            _, dropped = self._messages.popitem(last=False)
+            _, (_, dropped) = self._messages.popitem(last=False)
             self._bytes -= len(dropped)
         return Encoded(b"[" + b",".join(parts) + b"]")
 
@@ -84,7 +81,7 @@ class WireCache:
         """`to_wire(tools)` encoded, once per distinct list of schema objects."""
         key = tuple(id(t) for t in tools)
         hit = self._tools.get(key)
-        if hit is not None:  # the same objects: a cached entry holds them, so their ids are not reused
+        if hit is not None:
             self._tools.move_to_end(key)
             return hit[1]
         encoded = Encoded(dumps(to_wire(tools)))
