@@ -18,9 +18,9 @@ from typing import Any
 
 from gateway.llm.types import ChatMessage, ToolSchema
 
-# The encodings kept, least recently used dropped first: a full default window encodes to ~60 KB, so
-# this holds the recent messages of a few dozen busy sessions (the messages themselves are mostly the
-# history windows' own).
+# The encodings kept, the oldest dropped first: a full default window encodes to ~60 KB, so this holds
+# the recent messages of a few dozen busy sessions (the messages themselves are mostly the history
+# windows' own).
 CACHE_BYTES = 2_000_000
 _TOOL_ARRAYS = 32  # distinct tools arrays kept (one per selection in use)
 
@@ -48,7 +48,11 @@ class WireCache:
 
     def __init__(self, max_bytes: int = CACHE_BYTES) -> None:
         self.max_bytes = max_bytes
-        self._messages: OrderedDict[int, tuple[ChatMessage, bytes]] = OrderedDict()
+        # Oldest first, by when they were encoded (a message still in use that falls out is encoded
+        # again, once). The encodings are apart from the messages they hold so that a request's lookups
+        # touch nothing but the encodings.
+        self._parts: dict[int, bytes] = {}
+        self._held: dict[int, ChatMessage] = {}
         self._bytes = 0
         self._tools: OrderedDict[tuple[int, ...], tuple[tuple[ToolSchema, ...], Encoded]] = OrderedDict()
 
@@ -58,23 +62,20 @@ class WireCache:
 
     def messages(self, messages: list[ChatMessage], to_wire: Callable[[ChatMessage], Any]) -> Encoded:
         """The JSON array of `to_wire(m)` for each message, encoding only the messages not seen lately."""
+        cached = self._parts.get
         parts: list[bytes] = []
         for m in messages:
-            if m.images:  # large and rarely repeated: not worth a place in the cache
-                parts.append(dumps(to_wire(m)))
-                continue
-            hit = self._messages.get(id(m))
-            if hit is None:
+            part = cached(id(m))
+            if part is None:
                 part = dumps(to_wire(m))
-                self._messages[id(m)] = m, part
-                self._bytes += len(part)
-            else:
-                part = hit[1]
-                self._messages.move_to_end(id(m))
+                if not m.images:  # images are large and rarely repeated: not worth a place
+                    self._parts[id(m)], self._held[id(m)] = part, m
+                    self._bytes += len(part)
             parts.append(part)
-        while self._bytes > self.max_bytes and self._messages:
-            _, (_, dropped) = self._messages.popitem(last=False)
-            self._bytes -= len(dropped)
+        while self._bytes > self.max_bytes:
+            oldest = next(iter(self._parts))
+            self._bytes -= len(self._parts.pop(oldest))
+            del self._held[oldest]
         return Encoded(b"[" + b",".join(parts) + b"]")
 
     def tools(self, tools: list[ToolSchema], to_wire: Callable[[list[ToolSchema]], Any]) -> Encoded:
