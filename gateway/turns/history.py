@@ -147,7 +147,7 @@ class _Window:
     external_rows: list[MessageRecord] = field(default_factory=list)
     images: int = 0
     called: Counter[str] = field(default_factory=Counter)
-    answered: Counter[str] = field(default_factory=Counter)
+    answered: Counter[str | None] = field(default_factory=Counter)
 
     def size(self, msg: MessageRecord) -> int:
         return _once(self.sizes, msg, _size)
@@ -192,9 +192,10 @@ class _Window:
             self.external_rows.append(m)
         if m.meta.get("images"):
             self.images += sign
-        for c in m.tool_calls:
-            self.called[c.id] += sign
-        if m.role == "tool" and m.tool_call_id is not None:
+        if m.role == "assistant":  # as to_chat has it: only an assistant message carries calls
+            for c in m.tool_calls:
+                self.called[c.id] += sign
+        if m.role == "tool":  # a result without a call id (None) is never answered: never plain
             self.answered[m.tool_call_id] += sign
 
     def plain(self) -> bool:
