@@ -19,10 +19,12 @@ same machine in one run, for issue 25's goals stated against them.
 Each peer is installed on demand into its own throwaway venv (`python -m venv` + pip, as their quick
 starts say), by default under ~/.cache/anyy-bench/peers/<name>, never into the project's venv.
 
-    .venv/bin/python bench/peers.py [--turns 200] [--rounds 10] [--venv-dir DIR] [--json FILE]
+    .venv/bin/python bench/peers.py [--turns 200] [--rounds 10] [--venv-dir DIR] [--json FILE] [--also TREE]
 
 anyy is the `anyy` next to this Python (sys.executable), run with this tree on PYTHONPATH, so a
-worktree measures its own code.
+worktree measures its own code. `--also TREE` adds anyy from another checkout (say, a worktree of
+main) to the same lockstep, not streamed, as "anyy@<its directory name>": a before/after pair under the
+very same load, beside the peers.
 """
 
 from __future__ import annotations
@@ -251,6 +253,11 @@ def turn_table(runs: dict[str, dict[str, Any]], load_seen: str) -> None:
         theirs = runs[peer.name]["overhead_ms"]
         print(f"{peer.name} / anyy-streamed: p50 {statistics.median(theirs) / statistics.median(streamed):.1f}x, "
               f"p99 {pct(theirs, 99) / pct(streamed, 99):.1f}x")
+    for name in (n for n in runs if n.startswith("anyy@")):
+        other = statistics.median(runs[name]["overhead_ms"])
+        print(f"{name}: p50 {other:.2f} ms, {other / statistics.median(anyy['overhead_ms']):.2f}x this tree's; "
+              + ", ".join(f"{p.name} / {name} {statistics.median(runs[p.name]['overhead_ms']) / other:.1f}x"
+                          for p in PEERS))
     for name, r in runs.items():
         if r["odd_turns"]:
             print(f"{name}: turns with more or fewer model requests than the mix needs: {r['odd_turns']}")
@@ -266,6 +273,8 @@ def main() -> None:
     ap.add_argument("--venv-dir", type=Path, default=Path.home() / ".cache" / "anyy-bench" / "peers")
     ap.add_argument("--skip", choices=("startup", "turns"), help="leave one of the two parts out")
     ap.add_argument("--json", type=Path, help="also write every figure here")
+    ap.add_argument("--also", type=Path, action="append", default=[],
+                    help="another checkout whose anyy joins the turns' lockstep (not streamed)")
     args = ap.parse_args()
     started = time.perf_counter()
     for peer in PEERS:
@@ -291,6 +300,10 @@ def main() -> None:
             # default does not, so anyy runs a second time, streamed.
             drivers = [Driver("anyy", anyy, ours, work, fake=False),
                        Driver("anyy-streamed", [*anyy, "stream"], ours, work, fake=False)]
+            for tree in (t.resolve() for t in args.also):
+                drivers.append(Driver(f"anyy@{tree.name}", [sys.executable, str(tree / "bench" / "peers" / "anyy_turns.py"),
+                                                           str(args.turns)], {**env, "PYTHONPATH": str(tree)}, work,
+                                      fake=False))
             for peer in PEERS:
                 (work / peer.name).mkdir()
                 drivers.append(Driver(peer.name, [str(peer.venv(args.venv_dir) / "bin" / "python"),

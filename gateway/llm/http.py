@@ -27,6 +27,7 @@ from gateway.limits import escape_surrogates, replace_surrogates
 from gateway.llm.retry import RetryPolicy, TransientError, parse_retry_after, with_retries
 from gateway.llm.sse import sse_events
 from gateway.llm.types import ChatMessage, ModelCutOff, ModelReply, ModelUnavailable, TextSink, ToolSchema
+from gateway.llm.wire import WireCache, encode
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +83,8 @@ class HttpModelClient(abc.ABC):
         self._policy = RetryPolicy(max_retries=max_retries, backoff_base_s=backoff_base_s)
         self._http = httpx.AsyncClient(timeout=httpx.Timeout(timeout_s), verify=_tls_for(self.base_url))
         self._where = _display_url(self.base_url)
+        self._wire = WireCache()
+        self._url: tuple[str, httpx.URL] | None = None  # the endpoint, parsed once
 
     @abc.abstractmethod
     def endpoint(self) -> str:
@@ -94,6 +97,13 @@ class HttpModelClient(abc.ABC):
     @abc.abstractmethod
     def request_body(self, messages: list[ChatMessage], tools: list[ToolSchema], model: str) -> dict[str, Any]:
         """The JSON body asking `model` for one completion."""
+
+    def encoded_body(self, messages: list[ChatMessage], tools: list[ToolSchema], model: str, *,
+                     stream: bool) -> bytes:
+        """The request body as sent: `request_body` (through `stream_body` when streaming) as JSON. A
+        provider may override this to reuse encodings kept in `self._wire` (the same bytes)."""
+        body = self.request_body(messages, tools, model)
+        return encode(self.stream_body(body) if stream else body)
 
     @abc.abstractmethod
     def read_reply(self, data: dict[str, Any], model: str) -> ModelReply:
@@ -117,12 +127,12 @@ class HttpModelClient(abc.ABC):
             models.append(self.fallback_model)
 
         async def attempt(model: str) -> ModelReply:
-            body = self.request_body(messages, tools, model)
             try:
                 if on_text is not None:
-                    reply = await self._stream(self.stream_body(body), model, on_text)
+                    reply = await self._stream(self.encoded_body(messages, tools, model, stream=True), model, on_text)
                 else:
-                    reply = self.read_reply(await self._post(body), model)
+                    reply = self.read_reply(await self._post(self.encoded_body(messages, tools, model, stream=False)),
+                                            model)
             except (KeyError, IndexError, TypeError, ValueError) as exc:
                 raise ModelUnavailable(
                     f"the model at {self._where} sent a response this client cannot read "
@@ -145,12 +155,20 @@ class HttpModelClient(abc.ABC):
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
-    async def _stream(self, body: dict[str, Any], model: str, on_text: TextSink) -> ModelReply:
+    def _request(self, body: bytes) -> httpx.Request:
+        """The POST of an encoded JSON body, with the headers httpx gives a `json=` one."""
+        endpoint = self.endpoint()
+        if self._url is None or self._url[0] != endpoint:
+            self._url = endpoint, httpx.URL(endpoint)
+        return self._http.build_request("POST", self._url[1], content=body,
+                                        headers={**self.headers(), "Content-Type": "application/json"})
+
+    async def _stream(self, body: bytes, model: str, on_text: TextSink) -> ModelReply:
         """One streamed POST: text goes to `on_text` as it arrives. Raises TransientError or
         ModelUnavailable before the first text, ModelCutOff after it."""
         reader = self.stream_reader(model)
         started = False
-        request = self._http.build_request("POST", self.endpoint(), json=body, headers=self.headers())
+        request = self._request(body)
         try:
             try:
                 async with asyncio.timeout(self.timeout_s):
@@ -201,13 +219,13 @@ class HttpModelClient(abc.ABC):
         except httpx.TransportError as exc:
             raise TransientError(_describe_transport_error(exc)) from None
 
-    async def _post(self, body: dict[str, Any]) -> dict[str, Any]:
+    async def _post(self, body: bytes) -> dict[str, Any]:
         """One POST. Returns the JSON body of a 2xx; raises TransientError or ModelUnavailable."""
         try:
             # httpx's timeout bounds each read; this bounds the whole exchange, so a server trickling
             # bytes cannot hold a turn past timeout_s either.
             async with asyncio.timeout(self.timeout_s):
-                response = await self._http.post(self.endpoint(), json=body, headers=self.headers())
+                response = await self._http.send(self._request(body))
         except (TimeoutError, httpx.TimeoutException):
             raise TransientError(f"timed out after {self.timeout_s:g}s") from None
         except httpx.TransportError as exc:

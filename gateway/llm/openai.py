@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 from gateway.llm.http import HttpModelClient
 from gateway.llm.retry import TransientError
 from gateway.llm.types import ChatMessage, ModelReply, ToolCall, ToolSchema, Usage
+from gateway.llm.wire import encode
 
 TokensField = Literal["max_tokens", "max_completion_tokens"]
 # OpenAI's reasoning models (and every newer one) reject `max_tokens` with a 400 naming
@@ -52,18 +53,24 @@ class OpenAIClient(HttpModelClient):
         return {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
 
     def request_body(self, messages: list[ChatMessage], tools: list[ToolSchema], model: str) -> dict[str, Any]:
+        return self._body(model, [_wire_message(m) for m in messages], _wire_tools(tools) if tools else None)
+
+    def encoded_body(self, messages: list[ChatMessage], tools: list[ToolSchema], model: str, *,
+                     stream: bool) -> bytes:
+        # request_body's fields in its order, with the messages and tools encoded through the cache
+        body = self._body(model, self._wire.messages(messages, _wire_message),
+                          self._wire.tools(tools, _wire_tools) if tools else None)
+        return encode(self.stream_body(body) if stream else body)
+
+    def _body(self, model: str, messages: object, tools: object | None) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": model,
-            "messages": [_wire_message(m) for m in messages],
+            "messages": messages,
             tokens_field(self.base_url, model, self.max_tokens_field): self.max_tokens,
             "stream": False,
         }
-        if tools:
-            body["tools"] = [
-                {"type": "function",
-                 "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
-                for t in tools
-            ]
+        if tools is not None:
+            body["tools"] = tools
         return body
 
     def stream_body(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -127,6 +134,11 @@ class OpenAIStream:
         calls = [_read_call({"id": c["id"], "function": {"name": c["name"], "arguments": c["arguments"] or "{}"}})
                  for _, c in sorted(self._calls.items())]
         return ModelReply(text="".join(self._text), tool_calls=calls, usage=read_usage(self._usage), model=self.model)
+
+
+def _wire_tools(tools: list[ToolSchema]) -> list[dict[str, Any]]:
+    return [{"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
+            for t in tools]
 
 
 def _wire_message(m: ChatMessage) -> dict[str, Any]:

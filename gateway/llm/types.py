@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal, Protocol
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from store.records import ToolCallRecord as ToolCall
 
@@ -18,7 +18,11 @@ class ImagePart(BaseModel):
 
 
 class ChatMessage(BaseModel):
-    """One message of the conversation as the model sees it."""
+    """One message of the conversation as the model sees it. Frozen: a client keeps the encoding of the
+    messages it sent by their identity (gateway/llm/wire.py), so a message must not change once made
+    (`model_copy(update=...)` makes a new one)."""
+
+    model_config = ConfigDict(frozen=True)
 
     role: Literal["system", "user", "assistant", "tool"]
     content: str = ""

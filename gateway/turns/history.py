@@ -9,8 +9,9 @@ Everything stays in the store.
 
 from __future__ import annotations
 
-from collections import OrderedDict
+import operator
 import sys
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -139,6 +140,14 @@ class _Window:
     nbytes: int = 0  # of the rows and the summary
     chats: dict[int, ChatMessage] = field(default_factory=dict)  # stored rows already converted
     sizes: dict[int, int] = field(default_factory=dict)  # and already measured
+    # Kept along with the rows so a turn does not walk the whole window again: the rows as chat
+    # messages, the rows that carry outside content, how many carry images, and the tool call ids
+    # called and answered (with both sets equal, no row is an orphan: the view is the chat messages).
+    chat_rows: list[ChatMessage] = field(default_factory=list)
+    external_rows: list[MessageRecord] = field(default_factory=list)
+    images: int = 0
+    called: Counter[str] = field(default_factory=Counter)
+    answered: Counter[str | None] = field(default_factory=Counter)
 
     def size(self, msg: MessageRecord) -> int:
         return _once(self.sizes, msg, _size)
@@ -151,6 +160,8 @@ class _Window:
         `budget` (the newest turn stays, even alone over it): what `newest_turns` keeps."""
         for m in new:
             self.rows.append(m)
+            self.chat_rows.append(self.chat(m))
+            self._count(m, 1)
             self.chars += self.size(m)
             self.nbytes += _bytes(m)
             self.last_id = max(self.last_id, m.id or 0)
@@ -162,14 +173,44 @@ class _Window:
             if end == len(self.rows):
                 break
             for m in self.rows[cut:end]:
+                self._count(m, -1)
                 self.chars -= self.size(m)
                 self.nbytes -= _bytes(m)
                 self.sizes.pop(m.id or 0, None)
                 self.chats.pop(m.id or 0, None)
             cut = end
         if cut:
+            gone = {id(m) for m in self.rows[:cut]}
             self.rows = self.rows[cut:]
+            self.chat_rows = self.chat_rows[cut:]
+            self.external_rows = [m for m in self.external_rows if id(m) not in gone]
             self.dropped = True
+
+    def _count(self, m: MessageRecord, sign: int) -> None:
+        """Add (sign 1) or take away (-1) what `m` brings to the running counts."""
+        if m.meta.get("external") and sign > 0:  # taken away with the rows cut, in `extend`
+            self.external_rows.append(m)
+        if m.meta.get("images"):
+            self.images += sign
+        if m.role == "assistant":  # as to_chat has it: only an assistant message carries calls
+            for c in m.tool_calls:
+                self.called[c.id] += sign
+        if m.role == "tool":  # a result without a call id (None) is never answered: never plain
+            self.answered[m.tool_call_id] += sign
+
+    def plain(self) -> bool:
+        """Whether the rows' view is their chat messages as they are: no images to fit, no orphans."""
+        return not self.images and +self.called == +self.answered
+
+
+def _extends(rows: list[MessageRecord], window: list[MessageRecord]) -> bool:
+    """Whether `rows` are the `window` rows themselves, then maybe more."""
+    return len(rows) >= len(window) and all(map(operator.is_, rows, window))
+
+
+def _plain(m: MessageRecord) -> bool:
+    """A row that adds no images, calls and results to a view (a new message, an event)."""
+    return m.role not in ("tool", "assistant") and not m.meta.get("images")
 
 
 def _once(cache: dict[int, T], msg: MessageRecord, compute: Callable[[MessageRecord], T]) -> T:
@@ -247,14 +288,25 @@ class HistoryWindows:
         window = self._windows.get(session_id)
         if window is None:
             return fit_history(rows, self.budget)
-        head = [to_chat(window.summary)] if window.summary is not None else []
+        head = [window.chat(window.summary)] if window.summary is not None else []
         budget = self._budget(window.summary)
         n = len(window.rows)
-        if len(rows) >= n and all(a is b for a, b in zip(rows, window.rows)):  # the window, then this turn's rows
-            used = window.chars + sum(window.size(m) for m in rows[n:])
+        if _extends(rows, window.rows):  # the window, then this turn's rows
+            tail = rows[n:]
+            used = window.chars + sum(window.size(m) for m in tail)
             if used <= budget:  # the usual case: all of it fits, nothing to measure again
+                if window.plain() and all(_plain(m) for m in tail):  # and nothing to drop or fit either
+                    return head + window.chat_rows + [window.chat(m) for m in tail]
                 return head + _drop_orphans(_fit_images([window.chat(m) for m in rows], budget - used))
         return head + fit_history(rows, budget, window.chat, window.size)
+
+    def external_sources(self, session_id: str, rows: list[MessageRecord]) -> list[str]:
+        """`external_sources(rows, summary)` for the session's window (after `load`), walking only the
+        rows that carry any when `rows` are the window's."""
+        window = self._windows.get(session_id)
+        if window is None or not _extends(rows, window.rows):
+            return external_sources(rows, window.summary if window is not None else None)
+        return external_sources(window.external_rows + rows[len(window.rows):], window.summary)
 
     def fill(self, session_id: str) -> int:
         """Characters of stored history in the session's window (0 when it is not loaded)."""

@@ -30,7 +30,7 @@ from gateway.selection.selector import select_toolsets, tools_for
 from gateway.services.media import Media
 from gateway.surfaces.base import Surface
 from gateway.turns.compaction import Compactor
-from gateway.turns.history import HistoryWindows, external_sources, recent_toolsets, to_chat
+from gateway.turns.history import HistoryWindows, recent_toolsets, to_chat
 from gateway.turns.lanes import Lanes
 from gateway.turns.live_reply import LiveReply
 from gateway.turns.prompt import system_prompt
@@ -317,7 +317,7 @@ class Runtime:
                           tz=self.config.tz, turn_id=turn_id, services=self.services, enqueue=self.outbox.enqueue,
                           available={ts.name: ts for ts in available}, loaded=set(selection.names),
                           has_buttons=self._has_buttons(session.surface), guest=role == "guest",
-                          external_sources=external_sources(rows, self.windows.summary(session.id)))
+                          external_sources=self.windows.external_sources(session.id, rows))
         loader = loader_tool(available)
         if interrupted:
             rows += await self.calls.finish_interrupted(ctx, session, mine, loader)
