@@ -35,6 +35,17 @@ async def test_streamed_text_arrives_in_pieces_and_whole(provider: str, model: F
         assert sent.body["stream_options"] == {"include_usage": True}
 
 
+async def test_line_separators_inside_the_json_do_not_break_an_event(provider: str, model: FakeModel) -> None:
+    # SSE lines end at CR, LF or CRLF only; U+2028, U+2029 and U+0085 may stand raw in a JSON string
+    # and must not split its data line (str.splitlines would).
+    text = "第一行\u2028second\u2029third\x85fourth é"
+    model.script(reply(text))
+    pieces = Pieces()
+    async with client(provider, model) as c:
+        answer = await c.complete(user("hello"), [], on_text=pieces)
+    assert answer.text == text and "".join(pieces) == text
+
+
 async def test_streamed_tool_call_is_returned_whole(provider: str, model: FakeModel) -> None:
     model.script(tool_call("task_create", {"title": "milk and eggs"}, "call_1", text="On it."))
     pieces = Pieces()
@@ -80,3 +91,17 @@ async def test_silent_stream_times_out_per_piece(provider: str, model: FakeModel
         with pytest.raises(ModelCutOff, match="no data for 0.3s"):
             await c.complete(user("x"), [], on_text=pieces)
     assert pieces == ["one"]
+
+
+@pytest.mark.parametrize("ending", ["\n", "\r\n", "\r"])
+async def test_sse_lines_end_at_cr_lf_or_crlf_wherever_the_chunks_are_cut(ending: str) -> None:
+    from gateway.llm.sse import sse_lines
+
+    stream = f"data: {{\"t\": \"a\u2028b 好\"}}{ending}{ending}: keep-alive{ending}data: last".encode()
+
+    async def one_byte_chunks():  # cuts every CRLF and every multi-byte character in two
+        for i in range(len(stream)):
+            yield stream[i:i + 1]
+
+    lines = [line async for line in sse_lines(one_byte_chunks())]
+    assert lines == ['data: {"t": "a\u2028b 好"}', "", ": keep-alive", "data: last"]

@@ -25,7 +25,7 @@ import httpx
 
 from gateway.limits import escape_surrogates, replace_surrogates
 from gateway.llm.retry import RetryPolicy, TransientError, parse_retry_after, with_retries
-from gateway.llm.sse import sse_events
+from gateway.llm.sse import sse_events, sse_lines
 from gateway.llm.types import ChatMessage, ModelCutOff, ModelReply, ModelUnavailable, TextSink, ToolSchema
 from gateway.llm.wire import WireCache, encode
 
@@ -212,7 +212,7 @@ class HttpModelClient(abc.ABC):
     async def _events(self, response: httpx.Response) -> AsyncIterator[tuple[str, str]]:
         """The response's events; a broken or silent connection becomes a TransientError."""
         try:
-            async for item in sse_events(response.aiter_lines()):
+            async for item in sse_events(sse_lines(response.aiter_bytes())):
                 yield item
         except httpx.TimeoutException:
             raise TransientError(f"no data for {self.timeout_s:g}s") from None

@@ -59,7 +59,8 @@ def stream_events(kind: Kind, answer: Answer, request: Mapping[str, Any], size: 
 
 
 def _sse(data: dict[str, Any] | str, event: str | None = None) -> bytes:
-    text = data if isinstance(data, str) else json.dumps(data)
+    # Raw UTF-8, as the providers stream it: a JSON string may hold U+2028 or U+0085 unescaped.
+    text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
     return ((f"event: {event}\n" if event else "") + f"data: {text}\n\n").encode()
 
 
