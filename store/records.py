@@ -6,7 +6,7 @@ import json
 from datetime import datetime, timezone
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 
 def utcnow() -> datetime:
@@ -22,7 +22,14 @@ def parse_iso(text: str) -> datetime:
     return datetime.fromisoformat(text)
 
 
-class Origin(BaseModel):
+class Record(BaseModel):
+    """The base of every record: its validator is built when the record is first used, so a process
+    pays only for the kinds of record it touches (a chat uses a handful of the twenty)."""
+
+    model_config = ConfigDict(defer_build=True)
+
+
+class Origin(Record):
     """Where a conversation lives on a platform: replies, reminders and prompts go back here."""
 
     surface: str
@@ -33,14 +40,14 @@ class Origin(BaseModel):
         return ":".join(p for p in (self.surface, self.chat_id, self.thread_id) if p)
 
 
-class Attachment(BaseModel):
+class Attachment(Record):
     name: str
     mime_type: str = "application/octet-stream"
     size: int = 0
     path: str = ""
 
 
-class Inbound(BaseModel):
+class Inbound(Record):
     """One message from a person, translated from a platform event by a surface."""
 
     surface: str
@@ -62,13 +69,13 @@ class Inbound(BaseModel):
         return f"{self.surface}:{self.user_id}"
 
 
-class Button(BaseModel):
+class Button(Record):
     label: str
     action: str  # approve | deny | clarify | admit | ignore
     value: str  # approval id, "<clarify id>:<option index>", or a pairing code (admit, ignore)
 
 
-class Outbound(BaseModel):
+class Outbound(Record):
     """A message for a surface to render: text, optional buttons, optionally an edit of an earlier one.
     With `attachment` (a file under the data directory) the text is its caption; an `audio/ogg` file
     goes out as a voice note where the platform has them."""
@@ -85,7 +92,7 @@ class Outbound(BaseModel):
     partial: bool = False  # a streamed reply still growing (told only to surfaces that ask, see LiveSettings)
 
 
-class SessionRecord(BaseModel):
+class SessionRecord(Record):
     id: str
     surface: str
     chat_id: str
@@ -103,13 +110,13 @@ class SessionRecord(BaseModel):
         return Origin(surface=self.surface, chat_id=self.chat_id, thread_id=self.thread_id)
 
 
-class ToolCallRecord(BaseModel):
+class ToolCallRecord(Record):
     id: str
     name: str
     arguments: str  # raw JSON text as the model sent it
 
 
-class MessageRecord(BaseModel):
+class MessageRecord(Record):
     id: int | None = None
     session_id: str
     epoch: int = 0
@@ -124,7 +131,7 @@ class MessageRecord(BaseModel):
     created_at: str = Field(default_factory=lambda: iso(utcnow()))
 
 
-class TaskRecord(BaseModel):
+class TaskRecord(Record):
     id: int
     user_key: str
     title: str
@@ -135,7 +142,7 @@ class TaskRecord(BaseModel):
     updated_at: str
 
 
-class MemoryEntry(BaseModel):
+class MemoryEntry(Record):
     id: int
     user_key: str
     target: Literal["user", "notes"]
@@ -143,7 +150,7 @@ class MemoryEntry(BaseModel):
     created_at: str
 
 
-class AuditEvent(BaseModel):
+class AuditEvent(Record):
     id: int | None = None
     at: str = Field(default_factory=lambda: iso(utcnow()))
     actor: str
@@ -158,7 +165,7 @@ class AuditEvent(BaseModel):
 OutboxState = Literal["pending", "sent", "failed"]
 
 
-class OutboxItem(BaseModel):
+class OutboxItem(Record):
     id: int
     dedupe_key: str | None = None
     outbound: Outbound
@@ -184,7 +191,7 @@ ApprovalState = Literal[
 ]
 
 
-class ApprovalRecord(BaseModel):
+class ApprovalRecord(Record):
     id: str
     session_id: str
     origin: Origin
@@ -212,7 +219,7 @@ class ApprovalRecord(BaseModel):
     lease_until: str | None = None
 
 
-class AutomationRecord(BaseModel):
+class AutomationRecord(Record):
     id: str
     user_key: str
     origin: Origin
@@ -226,7 +233,7 @@ class AutomationRecord(BaseModel):
     next_run_at: str | None = None
 
 
-class AutomationRun(BaseModel):
+class AutomationRun(Record):
     id: int
     automation_id: str
     scheduled_for: str
@@ -239,7 +246,7 @@ class AutomationRun(BaseModel):
     lease_until: str | None = None
 
 
-class EmailDraftRecord(BaseModel):
+class EmailDraftRecord(Record):
     id: str
     user_key: str
     message: dict[str, Any]
@@ -248,7 +255,7 @@ class EmailDraftRecord(BaseModel):
     updated_at: str
 
 
-class ProcessRecord(BaseModel):
+class ProcessRecord(Record):
     """A background process started by `bash(background=true)`, owned by the session that started it."""
 
     id: str
@@ -265,7 +272,7 @@ class ProcessRecord(BaseModel):
     owner: str | None = None  # the process supervising it (its Store's owner)
 
 
-class ArtifactRecord(BaseModel):
+class ArtifactRecord(Record):
     """A file a session received (an attachment) or produced (speech), stored under the data directory."""
 
     id: str
@@ -283,7 +290,7 @@ class ArtifactRecord(BaseModel):
     created_at: str
 
 
-class PairingRecord(BaseModel):
+class PairingRecord(Record):
     code: str
     surface: str
     user_id: str
@@ -313,7 +320,7 @@ def row_to(model: type[BaseModel], row: dict[str, Any], json_fields: tuple[str, 
 JobState = Literal["running", "succeeded", "failed", "cancelled", "interrupted"]
 
 
-class SubagentJob(BaseModel):
+class SubagentJob(Record):
     """A child turn started by `delegate_task` (mode "sync") or `background_job` (mode "background")."""
 
     id: str

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime, timedelta, timezone
+from functools import cache
 from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -96,7 +97,7 @@ def resolve_local(wall: datetime, tz: ZoneInfo) -> datetime:
 
 
 class _Schedule(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     timezone: str | None = Field(default=None, description="IANA time zone, e.g. Europe/Berlin; default: the owner's zone")
 
@@ -225,7 +226,7 @@ _Text = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, ma
 class Reminder(BaseModel):
     """Deliver `text` as it is, without a model call."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
     kind: Literal["reminder"]
     text: _Text
 
@@ -233,7 +234,7 @@ class Reminder(BaseModel):
 class Prompt(BaseModel):
     """Run `prompt` as a model turn in the automation's own session and deliver the reply."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
     kind: Literal["prompt"]
     prompt: _Text
 
@@ -270,23 +271,33 @@ _ACTION_SCHEMA = {
 class ScheduleSpec(RootModel[Annotated[Schedule, WithJsonSchema(_SCHEDULE_SCHEMA)]]):
     """A schedule object as a tool argument (a named type keeps its discriminators and legacy check)."""
 
+    model_config = ConfigDict(defer_build=True)
+
 
 class ActionSpec(RootModel[Annotated[Action, WithJsonSchema(_ACTION_SCHEMA)]]):
     """An action object as a tool argument."""
 
+    model_config = ConfigDict(defer_build=True)
 
-_SCHEDULE: TypeAdapter[ScheduleModel] = TypeAdapter(Schedule)
-_ACTION: TypeAdapter[ActionModel] = TypeAdapter(Action)
+
+@cache
+def _schedule_adapter() -> TypeAdapter[ScheduleModel]:
+    return TypeAdapter(Schedule)
+
+
+@cache
+def _action_adapter() -> TypeAdapter[ActionModel]:
+    return TypeAdapter(Action)
 
 
 def parse_schedule(data: Any) -> ScheduleModel:
     """Validate a schedule object (a dict as stored or sent by a model)."""
-    return _SCHEDULE.validate_python(data)
+    return _schedule_adapter().validate_python(data)
 
 
 def parse_action(data: Any) -> ActionModel:
     """Validate an action object."""
-    return _ACTION.validate_python(data)
+    return _action_adapter().validate_python(data)
 
 
 def describe(schedule: ScheduleModel, default_tz: ZoneInfo) -> str:
