@@ -106,7 +106,8 @@ class LiveReply:
             wait = self._last_write + self.settings.interval_s - loop.time()
             if wait > 0:
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._urgent.wait(), wait)
+                    async with asyncio.timeout(wait):  # wait_for would make a task each time
+                        await self._urgent.wait()
             self._dirty.clear()
             final = self._final
             if await self._write(self.prefix + (final if final is not None else self.text), partial=final is None):
