@@ -33,13 +33,19 @@ class Page:
         self.handlers[event](arg)
 
 
-async def test_a_download_reported_after_the_aborted_navigation_is_counted() -> None:
+def aborted_navigation() -> tuple[Page, Navigations, float]:
+    """A page whose navigation request just failed, as Chromium reports a click that became a download."""
     page = Page()
     navs = Navigations(page)
     since = time.monotonic()
     request = Request()
     page.emit("request", request)
     page.emit("requestfailed", request)
+    return page, navs, since
+
+
+async def test_a_download_reported_after_the_aborted_navigation_is_counted() -> None:
+    page, navs, since = aborted_navigation()
     loop = asyncio.get_running_loop()
     loop.call_later(0.05, page.emit, "download")
     await navs.settle(since, timeout_s=5)
@@ -61,12 +67,7 @@ async def test_settle_waits_for_a_navigation_in_flight_and_ignores_other_request
 
 async def test_an_aborted_navigation_without_a_download_costs_a_bounded_wait(monkeypatch) -> None:
     monkeypatch.setattr(navigations, "DOWNLOAD_REPORT_S", 0.1)
-    page = Page()
-    navs = Navigations(page)
-    since = time.monotonic()
-    request = Request()
-    page.emit("request", request)
-    page.emit("requestfailed", request)
+    _, navs, since = aborted_navigation()
     t0 = time.monotonic()
     await navs.settle(since, timeout_s=5)
     assert 0.09 <= time.monotonic() - t0 < 1 and navs.downloads_since(since) == 0

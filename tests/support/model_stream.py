@@ -62,9 +62,10 @@ def _sse(data: dict[str, Any] | str, event: str | None = None) -> bytes:
     # Raw UTF-8, as the providers stream it: a JSON string may hold U+2028 or U+0085 unescaped. A lone
     # surrogate has no UTF-8 form; JSON carries it only as its \u escape.
     text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
-    if not isinstance(data, str) and not text.isascii() and any("\ud800" <= c <= "\udfff" for c in text):
-        text = json.dumps(data)
-    return ((f"event: {event}\n" if event else "") + f"data: {text}\n\n").encode()
+    try:
+        return ((f"event: {event}\n" if event else "") + f"data: {text}\n\n").encode()
+    except UnicodeEncodeError:
+        return _sse(json.dumps(data), event)
 
 
 def _openai(whole: dict[str, Any], pieces: list[str], request: Mapping[str, Any]) -> Iterator[tuple[bytes, bool]]:
