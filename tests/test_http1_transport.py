@@ -48,7 +48,7 @@ async def settle() -> None:
         await asyncio.sleep(0)
 
 
-def answer(*pieces: bytes, keep: bool = True) -> Handler:
+def answer(*pieces: bytes, keep: bool | None = True) -> Handler:
     """A handler writing `pieces` one at a time, each reaching the client before the next."""
     async def handle(_: Request, writer: asyncio.StreamWriter) -> bool | None:
         for piece in pieces:
@@ -92,6 +92,12 @@ class Server:
         task = asyncio.current_task()
         assert task is not None
         self._tasks.add(task)
+        try:
+            await self._converse(reader, writer)
+        except asyncio.CancelledError:
+            pass  # the test is over; ending quietly spares asyncio's "unhandled exception" report
+
+    async def _converse(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
         number = self.connections
         self.gone[number] = gone = asyncio.Event()
@@ -122,8 +128,6 @@ class Server:
                     break
         except (ConnectionError, asyncio.IncompleteReadError):
             gone.set()
-        except asyncio.CancelledError:
-            pass  # the test is over; ending quietly spares asyncio's "unhandled exception" report
         finally:
             writer.close()
             with contextlib.suppress(ConnectionError, ssl.SSLError):
@@ -228,16 +232,19 @@ async def test_interim_responses_are_skipped_and_bodiless_ones_read_nothing() ->
         assert server.connections == 1
 
 
-@pytest.mark.parametrize("response", [
-    b"HTTP/1.0 200 OK\r\n\r\n%b" % JSON_BODY,  # HTTP/1.0: the body runs to the close
-    b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%b" % (len(JSON_BODY), JSON_BODY),
-    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n%b" % JSON_BODY,  # framed by the close too
-], ids=["http/1.0", "connection-close", "until-close"])
-async def test_a_response_that_ends_its_connection_is_not_reused(response: bytes) -> None:
-    async with Server(answer(response, keep=False)) as server, client(server.url) as http:
+@pytest.mark.parametrize(("response", "server_closes"), [
+    (b"HTTP/1.0 200 OK\r\n\r\n%b" % JSON_BODY, True),  # HTTP/1.0 without a length: the body runs to the close
+    (b"HTTP/1.0 200 OK\r\nContent-Length: %d\r\n\r\n%b" % (len(JSON_BODY), JSON_BODY), False),
+    (b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%b" % (len(JSON_BODY), JSON_BODY), False),
+    (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n%b" % JSON_BODY, True),  # framed by the close too
+], ids=["http/1.0", "http/1.0-length", "connection-close", "until-close"])
+async def test_a_response_that_ends_its_connection_is_not_reused(response: bytes, server_closes: bool) -> None:
+    # A server that keeps the connection open anyway must not see a second request on it.
+    async with Server(answer(response, keep=False if server_closes else None)) as server, client(server.url) as http:
         for _ in range(2):
             assert (await http.get("/")).content == JSON_BODY
         assert server.connections == 2
+        await asyncio.wait_for(server.ended[1].wait(), WAIT_S)
 
 
 async def test_a_request_asking_to_close_is_not_reused() -> None:
@@ -300,6 +307,8 @@ async def test_a_silent_server_is_a_read_timeout_and_a_full_pool_a_pool_timeout(
         with pytest.raises(httpx.PoolTimeout):
             await http.get("/")
         first.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await first
 
 
 async def test_a_cancelled_request_closes_its_connection() -> None:
