@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator
 
 import httpx
 
@@ -41,19 +41,57 @@ _CUT = "the server closed the connection before the response was complete"
 
 
 class _Connection:
-    """One TCP (or TLS) connection and what the pool knows of it."""
+    """One TCP (or TLS) connection, its bytes received and not yet parsed, and what the pool knows of it.
 
-    __slots__ = ("reader", "writer", "reused", "responded", "idle_since")
+    The response is parsed from `buf`, filled a socket read at a time: a burst of small chunks (a
+    streamed reply's events) costs one read, not three awaited reads per chunk."""
+
+    __slots__ = ("reader", "writer", "buf", "reused", "responded", "idle_since")
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader = reader
         self.writer = writer
+        self.buf = bytearray()
         self.reused = False
         self.responded = False  # a byte of the current response has arrived
         self.idle_since = 0.0
 
     def alive(self) -> bool:
-        return not (self.reader.at_eof() or self.writer.is_closing() or self.reader.exception())
+        """Not closed by the server, and no stray byte waiting (which no request asked for)."""
+        return not (self.buf or self.reader.at_eof() or self.writer.is_closing() or self.reader.exception())
+
+    async def fill(self, seconds: float | None, request: httpx.Request) -> bool:
+        """Add what the socket has (waiting up to `seconds` for it) to `buf`; False at its end."""
+        try:
+            async with asyncio.timeout(seconds):
+                data = await self.reader.read(_PIECE)
+        except TimeoutError as exc:
+            raise httpx.ReadTimeout("timed out waiting for the response", request=request) from exc
+        except OSError as exc:
+            raise httpx.ReadError(f"reading the response failed: {exc or type(exc).__name__}",
+                                  request=request) from exc
+        if not data:
+            return False
+        self.responded = True
+        self.buf += data
+        return True
+
+    async def take_until(self, end: bytes, seconds: float | None, request: httpx.Request) -> bytes:
+        """The bytes of `buf` through `end` (a line, a head), read as far as it takes."""
+        start = 0
+        while (at := self.buf.find(end, start)) < 0 and len(self.buf) <= MAX_HEAD:
+            start = max(0, len(self.buf) - len(end) + 1)
+            if not await self.fill(seconds, request):
+                cut = self.responded or self.buf
+                raise httpx.RemoteProtocolError(_CUT if cut else "the server closed the connection without a response",
+                                                request=request) from EOFError()
+        size = at + len(end) if at >= 0 else len(self.buf)
+        if size > MAX_HEAD:
+            error = ValueError(f"a response header section or line over {MAX_HEAD // 1024} KiB")
+            raise httpx.RemoteProtocolError(str(error), request=request) from error
+        data = bytes(self.buf[:size])
+        del self.buf[:size]
+        return data
 
 
 class _Pool:
@@ -84,7 +122,6 @@ class _Pool:
             conn = self.idle.pop()
             if conn.alive() and (self.expiry is None or now - conn.idle_since < self.expiry):
                 conn.reused = True
-                conn.responded = False
                 return conn
             self.drop(conn, abort=False)
         return None
@@ -144,6 +181,7 @@ class Http1Transport(httpx.AsyncBaseTransport):
                 if conn is None:
                     conn = await self._connect(origin, timeouts.get("connect"), request)
                     pool.open.add(conn)
+                conn.responded = False
                 try:
                     await _send(conn, message, timeouts.get("write"), request)
                     version, status, reason, headers = await _read_head(conn, read_s, request)
@@ -190,8 +228,8 @@ class Http1Transport(httpx.AsyncBaseTransport):
             raise httpx.UnsupportedProtocol(f"no transport for a {scheme.decode()!r} URL", request=request)
         try:
             async with asyncio.timeout(seconds):
-                reader, writer = await asyncio.open_connection(
-                    host, port, ssl=tls, server_hostname=host if tls else None, limit=MAX_HEAD)
+                reader, writer = await asyncio.open_connection(host, port, ssl=tls,
+                                                               server_hostname=host if tls else None)
         except TimeoutError as exc:
             raise httpx.ConnectTimeout(f"timed out connecting to {host}:{port}", request=request) from exc
         except OSError as exc:
@@ -238,33 +276,57 @@ class _Body(httpx.AsyncByteStream):
 
     async def _pieces(self, conn: _Connection, length: int) -> AsyncIterator[bytes]:
         """`length` bytes (UNTIL_CLOSE: all until the end of the connection), as they arrive."""
-        reader = conn.reader
-        left = length
+        buf, left = conn.buf, length
         while left:
-            piece = await _read(reader.read(_PIECE if left < 0 else min(left, _PIECE)), self._read_s, self._request)
-            if not piece:
+            if not buf and not await conn.fill(self._read_s, self._request):
                 if left < 0:
                     return
-                raise httpx.RemoteProtocolError(f"{_CUT} ({left} bytes of the body missing)", request=self._request)
+                raise httpx.RemoteProtocolError(f"{_CUT} ({left} bytes of the body missing)",
+                                                request=self._request) from EOFError()
+            piece = bytes(buf) if left < 0 or left >= len(buf) else bytes(buf[:left])
+            del buf[:len(piece)]
             left -= len(piece) if left > 0 else 0
             yield piece
 
     async def _chunks(self, conn: _Connection) -> AsyncIterator[bytes]:
-        """The data of a chunked body, as it arrives; the trailer fields after it are read and ignored."""
-        reader, read_s, request = conn.reader, self._read_s, self._request
+        """The data of a chunked body: every chunk complete in the buffer at once, as one piece. The
+        trailer fields after the last chunk are read and ignored."""
+        buf, request = conn.buf, self._request
+        pieces: list[bytes] = []
+        left = 0  # bytes of the current chunk's data not yet taken
+        crlf = False  # the current chunk's data is taken, the CRLF after it is not
         while True:
-            line = await _read(reader.readuntil(b"\r\n"), read_s, request)
-            try:
-                size = chunk_size(line)
-            except ValueError as exc:
-                raise httpx.RemoteProtocolError(str(exc), request=request) from exc
-            if size == 0:
-                break
-            async for piece in self._pieces(conn, size):
-                yield piece
-            if await _read(reader.readexactly(2), read_s, request) != b"\r\n":
-                raise httpx.RemoteProtocolError("a chunk longer than its size line says", request=request)
-        while await _read(reader.readuntil(b"\r\n"), read_s, request) != b"\r\n":
+            if left and buf:
+                piece = bytes(buf[:left])
+                del buf[:left]
+                pieces.append(piece)
+                left -= len(piece)
+                crlf = not left
+            elif crlf and len(buf) >= 2:
+                if buf[:2] != b"\r\n":
+                    raise httpx.RemoteProtocolError("a chunk longer than its size line says", request=request)
+                del buf[:2]
+                crlf = False
+            elif not left and not crlf and (end := buf.find(b"\r\n")) >= 0:
+                try:
+                    size = chunk_size(bytes(buf[:end + 2]))
+                except ValueError as exc:
+                    raise httpx.RemoteProtocolError(str(exc), request=request) from exc
+                del buf[:end + 2]
+                if size == 0:
+                    break
+                left = size
+            else:
+                if pieces:
+                    yield b"".join(pieces)
+                    pieces.clear()
+                if not left and not crlf and len(buf) > MAX_HEAD:
+                    raise httpx.RemoteProtocolError(f"a chunk size line over {MAX_HEAD // 1024} KiB", request=request)
+                if not await conn.fill(self._read_s, request):
+                    raise httpx.RemoteProtocolError(f"{_CUT} (in a chunked body)", request=request) from EOFError()
+        if pieces:
+            yield b"".join(pieces)
+        while await conn.take_until(b"\r\n", self._read_s, request) != b"\r\n":
             pass
 
 
@@ -299,36 +361,10 @@ async def _read_head(conn: _Connection, seconds: float | None,
                      request: httpx.Request) -> tuple[bytes, int, bytes, list[tuple[bytes, bytes]]]:
     """The response's head, the interim (1xx) ones skipped."""
     while True:
+        data = await conn.take_until(b"\r\n\r\n", seconds, request)
         try:
-            data = await _read(conn.reader.readuntil(b"\r\n\r\n"), seconds, request, conn)
             version, status, reason, headers = parse_head(data)
         except ValueError as exc:
             raise httpx.RemoteProtocolError(str(exc), request=request) from exc
         if status >= 200:
             return version, status, reason, headers
-
-
-async def _read(op: Awaitable[bytes], seconds: float | None, request: httpx.Request,
-                conn: _Connection | None = None) -> bytes:
-    """`op`, a read from a connection, bounded by the read timeout; its failures as httpx's. `conn`,
-    when given, learns whether any byte arrived."""
-    try:
-        async with asyncio.timeout(seconds):
-            data = await op
-    except TimeoutError as exc:
-        raise httpx.ReadTimeout("timed out waiting for the response", request=request) from exc
-    except asyncio.IncompleteReadError as exc:
-        if conn is not None and exc.partial:
-            conn.responded = True
-        message = _CUT if conn is None or exc.partial else "the server closed the connection without a response"
-        raise httpx.RemoteProtocolError(message, request=request) from exc
-    except asyncio.LimitOverrunError as exc:
-        if conn is not None:
-            conn.responded = True
-        raise httpx.RemoteProtocolError(f"a response header section or line over {MAX_HEAD // 1024} KiB",
-                                        request=request) from exc
-    except OSError as exc:
-        raise httpx.ReadError(f"reading the response failed: {exc or type(exc).__name__}", request=request) from exc
-    if conn is not None:
-        conn.responded = True
-    return data

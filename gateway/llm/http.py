@@ -298,7 +298,7 @@ def _describe_transport_error(exc: BaseException) -> str:
             return "the host name does not resolve"
         if isinstance(seen, ssl.SSLError):
             return f"TLS error: {seen.reason or seen}"
-        if isinstance(exc, httpx.RemoteProtocolError) and isinstance(seen, (ValueError, asyncio.LimitOverrunError)):
+        if isinstance(exc, httpx.RemoteProtocolError) and isinstance(seen, ValueError):
             return f"the response is not valid HTTP: {exc}"  # connectors/http1 parsed or framed it
         seen = seen.__cause__ or seen.__context__
     if isinstance(exc, httpx.RemoteProtocolError):
