@@ -1,17 +1,14 @@
-"""The model client's HTTP/1.1 transport (connectors/http1.py) against real servers on 127.0.0.1: raw
-asyncio servers that write exactly the bytes a test gives them, a TLS one with a trustme CA, a small
-forward proxy, and the model client on top for the messages a person reads."""
+"""The HTTP/1.1 transport (connectors/http1.py) under httpx against raw servers on 127.0.0.1
+(tests/support/raw_http.py): framing, keep-alive, stale connections, errors, cancellation, TLS."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import json
+import logging
 import socket
 import ssl
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -19,120 +16,10 @@ import pytest
 import trustme
 
 from connectors.http1 import Http1Transport
-from gateway.llm import ModelUnavailable, OpenAIClient
 from tests.support.ports import port_of, refusing_socket
-from tests.test_llm import user
+from tests.support.raw_http import Request, Server, answer, settle, tls_server
 
 WAIT_S = 5
-
-
-@dataclass
-class Request:
-    head: bytes
-    body: bytes
-    connection: int  # the server's count of the connection it came on, from 1
-
-    @property
-    def line(self) -> bytes:
-        return self.head.split(b"\r\n", 1)[0]
-
-
-# Answers one request on its connection's writer; returns whether the connection stays open, or None to
-# answer nothing more and wait for the client to close it.
-Handler = Callable[[Request, asyncio.StreamWriter], Awaitable[bool | None]]
-
-
-async def settle() -> None:
-    """Let the loop pass bytes just written on loopback to the client's reader before the next ones."""
-    for _ in range(5):
-        await asyncio.sleep(0)
-
-
-def answer(*pieces: bytes, keep: bool | None = True) -> Handler:
-    """A handler writing `pieces` one at a time, each reaching the client before the next."""
-    async def handle(_: Request, writer: asyncio.StreamWriter) -> bool | None:
-        for piece in pieces:
-            writer.write(piece)
-            await writer.drain()
-            await settle()
-        return keep
-    return handle
-
-
-@dataclass
-class Server:
-    """An HTTP/1.1 server that reads each request (head and Content-Length body) and lets `handler`
-    answer it. `close_idle_after` requests on a connection, it closes that connection as the next
-    request starts to arrive, unread: a server closing an idle keep-alive connection at that moment."""
-
-    handler: Handler
-    tls: ssl.SSLContext | None = None
-    close_idle_after: int | None = None
-    requests: list[Request] = field(default_factory=list)
-    connections: int = 0
-    gone: dict[int, asyncio.Event] = field(default_factory=dict)  # set when the client closed connection n
-    ended: dict[int, asyncio.Event] = field(default_factory=dict)  # set when connection n is closed either way
-    arrived: asyncio.Event = field(default_factory=asyncio.Event)  # set at each request
-    url: str = ""
-
-    async def __aenter__(self) -> Server:
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0, ssl=self.tls)
-        port = self._server.sockets[0].getsockname()[1]
-        self.url = f"{'https' if self.tls else 'http'}://127.0.0.1:{port}"
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        self._server.close()
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks)
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._tasks.add(task)
-        try:
-            await self._converse(reader, writer)
-        except asyncio.CancelledError:
-            pass  # the test is over; ending quietly spares asyncio's "unhandled exception" report
-
-    async def _converse(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.connections += 1
-        number = self.connections
-        self.gone[number] = gone = asyncio.Event()
-        self.ended[number] = ended = asyncio.Event()
-        served = 0
-        try:
-            while True:
-                if served == self.close_idle_after:
-                    await reader.read(1)
-                    break
-                try:
-                    head = await reader.readuntil(b"\r\n\r\n")
-                except asyncio.IncompleteReadError:
-                    gone.set()
-                    break
-                length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                               if line.lower().startswith(b"content-length:")), 0)
-                request = Request(head, await reader.readexactly(length), number)
-                self.requests.append(request)
-                self.arrived.set()
-                served += 1
-                keep = await self.handler(request, writer)
-                if keep is None:
-                    if not await reader.read():
-                        gone.set()
-                    break
-                if not keep:
-                    break
-        except (ConnectionError, asyncio.IncompleteReadError):
-            gone.set()
-        finally:
-            writer.close()
-            with contextlib.suppress(ConnectionError, ssl.SSLError):
-                await writer.wait_closed()
-            ended.set()
 
 
 def client(url: str, *, timeout: float = WAIT_S, **kw: Any) -> httpx.AsyncClient:
@@ -373,17 +260,9 @@ async def test_connections_have_nagle_off() -> None:
         assert conn.writer.get_extra_info("socket").getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
 
 
-# --- TLS ---------------------------------------------------------------------------------------------
-
 @pytest.fixture(scope="module")
 def ca() -> trustme.CA:
     return trustme.CA()
-
-
-def tls_server(ca: trustme.CA) -> ssl.SSLContext:
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert("127.0.0.1").configure_cert(context)
-    return context
 
 
 async def test_tls_with_a_trusted_ca(ca: trustme.CA) -> None:
@@ -400,109 +279,3 @@ async def test_tls_with_an_unknown_ca_fails_with_the_ssl_error(ca: trustme.CA) -
         with pytest.raises(httpx.ConnectError) as err:
             await http.get("/")
     assert isinstance(err.value.__cause__, ssl.SSLCertVerificationError)
-
-
-# --- through the model client ------------------------------------------------------------------------
-
-REPLY = json.dumps({"id": "c1", "object": "chat.completion", "model": "m",
-                    "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi there"},
-                                 "finish_reason": "stop"}],
-                    "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}}).encode()
-MODEL_OK = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%b" % (len(REPLY), REPLY)
-
-
-def model_client(url: str, **kw: Any) -> OpenAIClient:
-    settings: dict[str, Any] = dict(api_key="k", model="m", timeout_s=WAIT_S, max_retries=0, max_tokens=64,
-                                    backoff_base_s=0.001)
-    return OpenAIClient(base_url=url + "/v1", **{**settings, **kw})
-
-
-async def test_the_model_client_reads_a_reply_over_the_transport() -> None:
-    async with Server(answer(MODEL_OK)) as server, model_client(server.url) as model:
-        for _ in range(3):
-            assert (await model.complete(user("hello"), [])).text == "hi there"
-        assert server.connections == 1
-        assert server.requests[0].line == b"POST /v1/chat/completions HTTP/1.1"
-        assert json.loads(server.requests[0].body)["messages"][-1]["content"] == "hello"
-
-
-async def test_the_model_client_names_a_cut_response() -> None:
-    cut = MODEL_OK[: len(MODEL_OK) - 10]
-    async with Server(answer(cut, keep=False)) as server, model_client(server.url) as model:
-        with pytest.raises(ModelUnavailable, match="the connection closed before a complete response"):
-            await model.complete(user("hello"), [])
-
-
-async def test_the_model_client_names_an_oversized_head() -> None:
-    big = b"HTTP/1.1 200 OK\r\nX-Big: " + b"a" * 70_000 + b"\r\n\r\n"
-    async with Server(answer(big, keep=False)) as server, model_client(server.url) as model:
-        with pytest.raises(ModelUnavailable, match="not valid HTTP.*over 64 KiB"):
-            await model.complete(user("hello"), [])
-
-
-async def test_the_model_client_names_a_refused_connection() -> None:
-    with refusing_socket() as closed:
-        async with model_client(f"http://127.0.0.1:{port_of(closed)}") as model:
-            with pytest.raises(ModelUnavailable, match="connection refused"):
-                await model.complete(user("hello"), [])
-
-
-async def test_the_model_client_over_tls(ca: trustme.CA, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    async with Server(answer(MODEL_OK), tls=tls_server(ca)) as server:
-        async with model_client(server.url) as model:  # verified against the CA bundle: unknown CA
-            with pytest.raises(ModelUnavailable, match="TLS error: CERTIFICATE_VERIFY_FAILED"):
-                await model.complete(user("hello"), [])
-        bundle = tmp_path / "ca.pem"
-        ca.cert_pem.write_to_path(str(bundle))
-        monkeypatch.setenv("SSL_CERT_FILE", str(bundle))  # httpx's context trusts it, as it would in use
-        async with model_client(server.url) as model:
-            assert (await model.complete(user("hello"), [])).text == "hi there"
-
-
-async def test_the_model_client_times_out_a_silent_server() -> None:
-    async def never(_: Request, writer: asyncio.StreamWriter) -> None:
-        return None
-
-    async with Server(never) as server, model_client(server.url, timeout_s=0.2) as model:
-        with pytest.raises(ModelUnavailable, match=r"timed out after 0\.2s"):
-            await model.complete(user("hello"), [])
-
-
-def forwarding(request_log: list[bytes]) -> Handler:
-    """A forward proxy's handler: the request (absolute-form target) goes to its origin as it came."""
-    async def handle(request: Request, writer: asyncio.StreamWriter) -> bool | None:
-        request_log.append(request.line)
-        host, port = request.line.split(b" ")[1].split(b"/")[2].decode().rsplit(":", 1)
-        reader, upstream = await asyncio.open_connection(host, int(port))
-        upstream.write(request.head + request.body)
-        head = await reader.readuntil(b"\r\n\r\n")
-        length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                      if line.lower().startswith(b"content-length:"))
-        writer.write(head + await reader.readexactly(length))
-        upstream.close()
-        return True
-    return handle
-
-
-@pytest.fixture
-def no_proxy_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
-    for name in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
-        monkeypatch.delenv(name, raising=False)
-        monkeypatch.delenv(name.upper(), raising=False)
-    return monkeypatch
-
-
-@pytest.mark.parametrize("variable", ["HTTP_PROXY", "ALL_PROXY"])
-async def test_an_environment_proxy_carries_the_model_requests(variable: str, no_proxy_env: pytest.MonkeyPatch) -> None:
-    through: list[bytes] = []
-    async with Server(answer(MODEL_OK)) as origin, Server(forwarding(through)) as proxy:
-        no_proxy_env.setenv(variable, proxy.url)
-        async with model_client(origin.url) as model:
-            assert (await model.complete(user("hello"), [])).text == "hi there"
-        assert through == [f"POST {origin.url}/v1/chat/completions HTTP/1.1".encode()]
-        assert len(origin.requests) == 1
-
-        no_proxy_env.setenv("NO_PROXY", "127.0.0.1")
-        async with model_client(origin.url) as model:
-            assert (await model.complete(user("hello"), [])).text == "hi there"
-        assert len(through) == 1 and len(origin.requests) == 2
