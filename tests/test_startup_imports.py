@@ -26,6 +26,8 @@ FORBIDDEN = frozenset({
     "pygments", "yaml", "mcp", "mcp_types", "telegram", "slack_sdk", "slack_bolt", "psycopg", "playwright",
     "markdown_it", "multiprocessing", "tornado", "cryptography",
 })
+# httpx's default transport: the model client has its own (connectors/http1.py), so a chat never loads it.
+HTTPX_DEFAULT_TRANSPORT = frozenset({"httpcore", "anyio", "h11"})
 # `anyy doctor` checks that web_fetch can read an HTML page (web is on in every config), which is
 # the import of the extractor's chain; the rest stays unloaded.
 DOCTOR_CHECKS_THE_EXTRACTOR = frozenset({"lxml", "trafilatura"})
@@ -105,6 +107,7 @@ async def test_chat_to_its_first_reply_loads_no_optional_library(tmp_path, home,
     modules, out = await anyy_modules(tmp_path, home, "chat", "--config", cfg, stdin="hello\n")
     assert out.splitlines() == ["echo: hello"]
     assert tops(modules) & FORBIDDEN == set()
+    assert tops(modules) & HTTPX_DEFAULT_TRANSPORT == set()
     assert "sqlite_utils" in tops(modules)  # a new store file is migrated
     # Every toolset is registered, its descriptor known, without its connector's library.
     assert {"toolsets.calendar", "toolsets.email", "toolsets.browser", "toolsets.media_generation"} <= modules
@@ -114,7 +117,7 @@ async def test_chat_to_its_first_reply_loads_no_optional_library(tmp_path, home,
     # The next chat on that store: migrated already, no automation scheduled.
     modules, out = await anyy_modules(tmp_path, home, "chat", "--config", cfg, stdin="hello again\n")
     assert out.splitlines() == ["echo: hello again"]
-    assert tops(modules) & (FORBIDDEN | FOR_THE_STORE) == set()
+    assert tops(modules) & (FORBIDDEN | FOR_THE_STORE | HTTPX_DEFAULT_TRANSPORT) == set()
 
 
 async def test_a_scheduled_reminder_loads_the_scheduler(tmp_path, home, model):

@@ -18,11 +18,13 @@ import http
 import logging
 import socket
 import ssl
+import urllib.request
 from collections.abc import AsyncIterator
 from typing import Any, Protocol, Self
 
 import httpx
 
+from connectors.http1 import Http1Transport
 from gateway.limits import escape_surrogates, replace_surrogates
 from gateway.llm.retry import RetryPolicy, TransientError, parse_retry_after, with_retries
 from gateway.llm.sse import sse_events, sse_lines
@@ -81,7 +83,7 @@ class HttpModelClient(abc.ABC):
         self._api_key = api_key or None
         self._api_key_env = api_key_env
         self._policy = RetryPolicy(max_retries=max_retries, backoff_base_s=backoff_base_s)
-        self._http = httpx.AsyncClient(timeout=httpx.Timeout(timeout_s), verify=_tls_for(self.base_url))
+        self._http = _http_client(self.base_url, timeout_s)
         self._where = _display_url(self.base_url)
         self._wire = WireCache()
         self._url: tuple[str, httpx.URL] | None = None  # the endpoint, parsed once
@@ -296,10 +298,25 @@ def _describe_transport_error(exc: BaseException) -> str:
             return "the host name does not resolve"
         if isinstance(seen, ssl.SSLError):
             return f"TLS error: {seen.reason or seen}"
+        if isinstance(exc, httpx.RemoteProtocolError) and isinstance(seen, ValueError):
+            return f"the response is not valid HTTP: {exc}"  # connectors/http1 parsed or framed it
         seen = seen.__cause__ or seen.__context__
     if isinstance(exc, httpx.RemoteProtocolError):
         return "the connection closed before a complete response"
     return f"connection failed: {exc or type(exc).__name__}"
+
+
+def _http_client(base_url: str, timeout_s: float) -> httpx.AsyncClient:
+    """The model's httpx client, on the lean HTTP/1.1 transport (connectors/http1.py). httpx routes the
+    environment's proxies (HTTP(S)_PROXY, ALL_PROXY, NO_PROXY) only for a client built without
+    `transport=`, so when one is set for the model's scheme the client keeps httpx's own transport."""
+    timeout = httpx.Timeout(timeout_s)
+    verify = _tls_for(base_url)
+    proxies = urllib.request.getproxies()
+    if proxies.get(base_url.split(":", 1)[0].lower()) or proxies.get("all"):
+        return httpx.AsyncClient(timeout=timeout, verify=verify)
+    tls = httpx.create_ssl_context() if verify is True else verify
+    return httpx.AsyncClient(timeout=timeout, transport=Http1Transport(ssl_context=tls))
 
 
 def _tls_for(base_url: str) -> ssl.SSLContext | bool:
