@@ -49,3 +49,13 @@ def turn_end(answer: list[MessageRecord], queue_id: int | None) -> Callable[[Any
             mark_done(db, queue_id)
 
     return along
+
+
+def alone(along: Callable[[Any], None]) -> Callable[[Any], None]:
+    """`along` (e.g. `turn_end`) as a transaction of its own, for when no reply row carries it."""
+
+    def op(db: Any) -> None:
+        with db.atomic():
+            along(db)
+
+    return op
