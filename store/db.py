@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from store import leases
+from store.batch import WriteBatcher
 from store.records import utcnow
 from store.tables import SqliteDatabase
 
@@ -54,6 +55,7 @@ class Store:
         self._worker: _Worker | None = None
         self._db: Any = None
         self._skew = timedelta(0)  # the database's clock minus this host's (PostgreSQL)
+        self._writes = WriteBatcher(self.run)
 
     @property
     def shared(self) -> bool:
@@ -136,6 +138,18 @@ class Store:
             return fn(self._db)
 
         return await self.run_raw(call)
+
+    async def write(self, fn: Callable[[Any], T]) -> T:
+        """Run `fn(db)` in a transaction on the store thread and return its result. On SQLite, writes
+        issued together share one round trip and one commit (`store.batch`), so `fn` must do nothing
+        but database work (it may be run a second time if the shared transaction fails)."""
+        if self.shared:
+            def alone(db: Any) -> T:
+                with db.atomic():
+                    return fn(db)
+
+            return await self.run(alone)
+        return await self._writes.write(fn)
 
     async def renew(self) -> None:
         """Extend every lease this store's owner holds, by the database's clock (measured again now)."""

@@ -37,7 +37,7 @@ from gateway.turns.prompt import system_prompt
 from gateway.turns.reply_calls import TurnCalls
 from gateway.turns.tool_call import ToolCaller
 from gateway.turns.tool_context import TurnContext
-from gateway.turns.writes import alone, turn_end, turn_start
+from gateway.turns.writes import turn_end, turn_start
 from store.audit import Audit
 from store.db import Store
 from store.inbound import InboundLog
@@ -228,11 +228,11 @@ class Runtime:
         if live is not None:
             outbox_id = await live.finish(text, end)
             if end is not None and not live.carried:
-                await self.store.run(alone(end))
+                await self.store.write(end)
             return outbox_id
         if not text:
             if end is not None:
-                await self.store.run(alone(end))
+                await self.store.write(end)
             return None
         return await self.outbox.put(Outbound(origin=origin, text=heard + text), dedupe, end)
 
@@ -317,7 +317,7 @@ class Runtime:
         entries = None
         if start is not None:
             self.messages.wrote(new is not None)
-            entries = await self.store.run(start)
+            entries = await self.store.write(start)
         if new is not None:
             rows.append(new)
         ctx = TurnContext(store=self.store, user_key=session.user_key, session_id=session.id, origin=session.origin,
