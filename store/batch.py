@@ -8,7 +8,8 @@ previous batch is on the store's thread, go as one call and one transaction, eac
 of its own: one that raises is rolled back alone and only its caller sees the error. A failure that
 ends the whole transaction (SQLite does that for a few errors) undoes the writes before it, which then
 run again one by one; so a write function must do nothing but database work. A write is committed
-before its caller resumes, as with `run`.
+before its caller resumes, as with `run`. Reads issued alongside (`Store.read`: the history a wave of
+turns loads) join the same batch.
 
 Only the SQLite store batches: residents sharing a PostgreSQL database claim rows from each other, and a
 transaction holding many rows' locks would make them wait on (or deadlock with) each other's batches.
@@ -24,20 +25,20 @@ Write = Callable[[Any], Any]
 Outcome = tuple[bool, Any]  # (True, result) or (False, the exception)
 
 
-class WriteBatcher:
-    """Collects writes and hands them to `run` (`Store.run`) a batch at a time."""
+class Batcher:
+    """Collects writes (and reads: `Store.read`) and hands them to `run` (`Store.run`) a batch at a time."""
 
     def __init__(self, run: Callable[[Callable[[Any], list[Outcome]]], Awaitable[list[Outcome]]]) -> None:
         self._run = run
         self._queued: list[tuple[Write, asyncio.Future[Any]]] = []
         self._draining = False
 
-    async def write(self, fn: Write) -> Any:
+    async def add(self, fn: Write) -> Any:
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._queued.append((fn, future))
         if not self._draining:  # the task starts next loop turn: writes issued meanwhile join the batch
             self._draining = True
-            asyncio.get_running_loop().create_task(self._drain(), name="store-writes")
+            asyncio.get_running_loop().create_task(self._drain(), name="store-batch")
         return await future
 
     async def _drain(self) -> None:

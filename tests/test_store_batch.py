@@ -93,3 +93,11 @@ async def test_writes_issued_while_a_batch_is_on_the_store_thread_form_the_next(
     await asyncio.gather(first, *later)
     assert await notes(db) == ["slow", "later0", "later1", "later2"]
     assert statements.count("COMMIT") == 2  # the first batch, then the three together
+
+
+async def test_a_read_issued_with_writes_joins_their_batch_and_sees_the_writes_before_it(db: Store) -> None:
+    statements = await traced(db)
+    count = lambda d: d.execute("SELECT count(*) FROM notes").fetchone()[0]  # noqa: E731
+    results = await asyncio.gather(db.write(note("x")), db.read(count), db.write(note("y")), db.read(count))
+    assert results[1] == 1 and results[3] == 2
+    assert statements.count("BEGIN") == 1  # one round trip, one transaction for all four
