@@ -3,10 +3,10 @@
 Every `Store.run` is a round trip to the store's thread (a queue, a thread wake-up, a hand-back to the
 event loop, the GIL changing hands twice) and every write a commit of its own. Under load many writes
 are issued at once: a getUpdates answer's inbounds, turns that finish together, replies delivered side
-by side. `Store.write` queues a write; the writes queued in one turn of the event loop, or while the
-previous batch is on the store's thread, go as one call and one transaction, each write in a savepoint
-of its own: one that raises is rolled back alone and only its caller sees the error. A failure that
-ends the whole transaction (SQLite does that for a few errors) undoes the writes before it, which then
+by side. `Store.write` sends a write at once when none is on the store's thread; the writes issued
+while one is wait for it and then go together, as one call and one transaction, each write in a
+savepoint of its own: one that raises is rolled back alone and only its caller sees the error. A
+failure that ends the whole transaction (SQLite does that for a few errors) undoes the writes before it, which then
 run again one by one; so a write function must do nothing but database work. A write is committed
 before its caller resumes, as with `run`. Reads issued alongside (`Store.read`: the history a wave of
 turns loads) join the same batch.
@@ -21,76 +21,101 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-Write = Callable[[Any], Any]
+Op = Callable[[Any], Any]
 Outcome = tuple[bool, Any]  # (True, result) or (False, the exception)
+_SAVEPOINT = "anyy_batch"
 
 
 class Batcher:
-    """Collects writes (and reads: `Store.read`) and hands them to `run` (`Store.run`) a batch at a time."""
+    """Hands writes and reads to `run` (`Store.run`): the first at once, those issued while it is on the
+    store's thread together, as the next batch."""
 
     def __init__(self, run: Callable[[Callable[[Any], list[Outcome]]], Awaitable[list[Outcome]]]) -> None:
         self._run = run
-        self._queued: list[tuple[Write, asyncio.Future[Any]]] = []
-        self._draining = False
+        self._queued: list[tuple[Op, bool, asyncio.Future[Any]]] = []
+        self._busy = False  # a call (or a batch) is on the store's thread
 
-    async def add(self, fn: Write) -> Any:
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._queued.append((fn, future))
-        if not self._draining:  # the task starts next loop turn: writes issued meanwhile join the batch
-            self._draining = True
-            asyncio.get_running_loop().create_task(self._drain(), name="store-batch")
-        return await future
+    async def add(self, fn: Op, write: bool = True) -> Any:
+        if self._busy:
+            future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            self._queued.append((fn, write, future))
+            return await future
+        # Nothing under way: go at once (a quiet process pays no wait and no task for the batching).
+        self._busy = True
+        try:
+            [(ok, value)] = await self._run(lambda db: run_batch(db, [(fn, write)]))
+        finally:
+            if self._queued:  # issued meanwhile: they go as one batch
+                asyncio.get_running_loop().create_task(self._drain(), name="store-batch")
+            else:
+                self._busy = False
+        if not ok:
+            raise value
+        return value
 
     async def _drain(self) -> None:
         try:
             while self._queued:
-                # A write whose caller was cancelled before its batch left is not run (as with `run`).
-                batch = [(fn, future) for fn, future in self._queued if not future.cancelled()]
+                # An op whose caller was cancelled before its batch left is not run (as with `run`).
+                batch = [(fn, write, future) for fn, write, future in self._queued if not future.cancelled()]
                 self._queued = []
                 if not batch:
                     continue
-                fns = [fn for fn, _ in batch]
+                ops = [(fn, write) for fn, write, _ in batch]
                 try:
-                    outcomes = await self._run(lambda db: run_batch(db, fns))
+                    outcomes = await self._run(lambda db: run_batch(db, ops))
                 except Exception as exc:  # e.g. the store was closed: every caller hears it
                     outcomes = [(False, exc)] * len(batch)
-                for (_, future), (ok, value) in zip(batch, outcomes):
+                for (_, _, future), (ok, value) in zip(batch, outcomes):
                     if not future.done():
                         if ok:
                             future.set_result(value)
                         else:
                             future.set_exception(value)
         finally:
-            self._draining = False
+            self._busy = False
 
 
-def run_batch(db: Any, fns: list[Write]) -> list[Outcome]:
-    """On the store's thread: every write in one transaction, each in a savepoint (see the module)."""
-    if len(fns) == 1:
-        return [_alone(db, fns[0])]
+def run_batch(db: Any, ops: list[tuple[Op, bool]]) -> list[Outcome]:
+    """On the store's thread: the ops (fn, is a write) in one transaction, each write in a savepoint (see
+    the module)."""
+    if len(ops) == 1:
+        fn, write = ops[0]
+        return [_alone(db, fn) if write else _call(db, fn)]
     outcomes: list[Outcome] = []
     db.execute("BEGIN")
     try:
-        for index, fn in enumerate(fns):
-            try:
-                with db.atomic():  # a savepoint: inside the transaction opened above
-                    outcomes.append((True, fn(db)))
-            except Exception as exc:
-                outcomes.append((False, exc))
-                if not db.conn.in_transaction:  # the whole transaction is gone: the writes before it too
-                    return [*(_alone(db, f) for f in fns[:index]), outcomes[index],
-                            *(_alone(db, f) for f in fns[index + 1:])]
+        for index, (fn, write) in enumerate(ops):
+            if write:
+                db.execute(f"SAVEPOINT {_SAVEPOINT}")
+            outcome = _call(db, fn)
+            outcomes.append(outcome)
+            if write and db.conn.in_transaction:
+                if not outcome[0]:
+                    db.execute(f"ROLLBACK TO {_SAVEPOINT}")
+                db.execute(f"RELEASE {_SAVEPOINT}")
+            if not db.conn.in_transaction:  # a failure ended the whole transaction: the ops before it too
+                return [*(_alone(db, f) for f, _ in ops[:index]), outcome,
+                        *(_alone(db, f) for f, _ in ops[index + 1:])]
         db.execute("COMMIT")
     except BaseException as exc:
         if db.conn.in_transaction:
             db.execute("ROLLBACK")
         if not isinstance(exc, Exception):
             raise
-        return [(False, exc)] * len(fns)
+        return [(False, exc)] * len(ops)
     return outcomes
 
 
-def _alone(db: Any, fn: Write) -> Outcome:
+def _call(db: Any, fn: Op) -> Outcome:
+    try:
+        return True, fn(db)
+    except Exception as exc:
+        return False, exc
+
+
+def _alone(db: Any, fn: Op) -> Outcome:
+    """A write in a transaction of its own."""
     try:
         with db.atomic():
             return True, fn(db)

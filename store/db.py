@@ -154,7 +154,7 @@ class Store:
     async def read(self, fn: Callable[[Any], T]) -> T:
         """`run` for a read that goes along with others issued together (on SQLite, in `write`'s batch:
         a wave of turns reading their sessions' history is one round trip). `fn` must only read."""
-        return await (self.run(fn) if self.shared else self._batch.add(fn))
+        return await (self.run(fn) if self.shared else self._batch.add(fn, write=False))
 
     async def renew(self) -> None:
         """Extend every lease this store's owner holds, by the database's clock (measured again now)."""

@@ -42,7 +42,8 @@ async def test_writes_issued_together_commit_once_and_each_gets_its_result(db: S
     ids = await asyncio.gather(*(db.write(note(f"n{i}")) for i in range(5)))
     assert await notes(db) == [f"n{i}" for i in range(5)]
     assert ids == sorted(set(ids)) and len(ids) == 5  # each caller got its own row's id, in order
-    assert statements.count("BEGIN") == 1 and statements.count("COMMIT") == 1
+    # The first goes at once, alone; the four issued while it was on the store's thread, together.
+    assert statements.count("BEGIN") == 2 and statements.count("COMMIT") == 2
 
 
 async def test_a_write_that_fails_is_rolled_back_alone(db: Store) -> None:
@@ -50,26 +51,26 @@ async def test_a_write_that_fails_is_rolled_back_alone(db: Store) -> None:
         d.execute("INSERT INTO notes (text) VALUES ('half')")
         raise ValueError("the write's own error")
 
-    results = await asyncio.gather(db.write(note("a")), db.write(half_then_fail), db.write(note("a")),
-                                   db.write(note("b")), return_exceptions=True)
-    assert isinstance(results[1], ValueError) and str(results[1]) == "the write's own error"
-    assert "UNIQUE" in str(results[2])  # the database's own error, for that caller only
-    assert isinstance(results[0], int) and isinstance(results[3], int)
-    assert await notes(db) == ["a", "b"]
+    results = await asyncio.gather(db.write(note("first")), db.write(note("a")), db.write(half_then_fail),
+                                   db.write(note("a")), db.write(note("b")), return_exceptions=True)
+    assert isinstance(results[2], ValueError) and str(results[2]) == "the write's own error"
+    assert "UNIQUE" in str(results[3])  # the database's own error, for that caller only
+    assert all(isinstance(results[i], int) for i in (0, 1, 4))
+    assert await notes(db) == ["first", "a", "b"]
 
 
 async def test_a_failure_that_ends_the_transaction_does_not_lose_the_others(db: Store) -> None:
     doomed = db.write(lambda d: d.execute("INSERT INTO doomed DEFAULT VALUES"))
-    results = await asyncio.gather(db.write(note("before")), doomed, db.write(note("after")),
-                                   return_exceptions=True)
-    assert "doomed" in str(results[1])
-    assert await notes(db) == ["before", "after"]
+    results = await asyncio.gather(db.write(note("first")), db.write(note("before")), doomed,
+                                   db.write(note("after")), return_exceptions=True)
+    assert "doomed" in str(results[2])
+    assert await notes(db) == ["first", "before", "after"]
 
 
 async def test_a_write_cancelled_before_its_batch_left_is_not_run(db: Store) -> None:
     first = asyncio.ensure_future(db.write(note("kept")))
     cancelled = asyncio.ensure_future(db.write(note("cancelled")))
-    await asyncio.sleep(0)  # both queued; the batch leaves on the next turn of the loop
+    await asyncio.sleep(0)  # the first is on the store's thread, the second waits for it
     cancelled.cancel()
     await first
     assert await notes(db) == ["kept"]
@@ -100,4 +101,12 @@ async def test_a_read_issued_with_writes_joins_their_batch_and_sees_the_writes_b
     count = lambda d: d.execute("SELECT count(*) FROM notes").fetchone()[0]  # noqa: E731
     results = await asyncio.gather(db.write(note("x")), db.read(count), db.write(note("y")), db.read(count))
     assert results[1] == 1 and results[3] == 2
-    assert statements.count("BEGIN") == 1  # one round trip, one transaction for all four
+    assert statements.count("BEGIN") == 2  # the first write alone, then the other three in one transaction
+
+
+async def test_a_write_alone_goes_at_once_in_its_own_transaction(db: Store) -> None:
+    statements = await traced(db)
+    await db.write(note("one"))
+    assert await db.read(lambda d: d.execute("SELECT count(*) FROM notes").fetchone()[0]) == 1
+    assert statements[-4:-1] == ["BEGIN", "INSERT INTO notes (text) VALUES ('one') RETURNING id", "COMMIT"]
+    assert statements[-1].startswith("SELECT")  # a read alone: no transaction around it
