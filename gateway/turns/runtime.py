@@ -221,20 +221,15 @@ class Runtime:
         Written with `put`, not `enqueue`: a turn re-run after a crash (at start-up, before the surfaces
         stream) finds the row its first run streamed into, and its final text becomes an edit of that
         message instead of being dropped as a duplicate. The unstored `answer` and the inbound marked
-        done go in the transaction of the reply's (last) row (`turn_end`), or on their own when there is
-        no row to write."""
+        done go in the transaction of the reply's (last) row (`turn_end`), alone if no row carries them."""
         end = turn_end(answer, queue_id) if answer or queue_id is not None else None
         self.messages.wrote(len(answer))
-        if live is not None:
-            outbox_id = await live.finish(text, end)
-            if end is not None and not live.carried:
-                await self.store.write(end)
-            return outbox_id
-        if not text:
-            if end is not None:
-                await self.store.write(end)
-            return None
-        return await self.outbox.put(Outbound(origin=origin, text=heard + text), dedupe, end)
+        if live is None and text:
+            return await self.outbox.put(Outbound(origin=origin, text=heard + text), dedupe, end)
+        outbox_id = await live.finish(text, end) if live is not None else None
+        if end is not None and (live is None or not live.carried):
+            await self.store.write(end)
+        return outbox_id
 
     def _live(self, origin: Origin, dedupe: str) -> LiveReply | None:
         """A live reply when streaming is on and the surface can show one in this chat."""
