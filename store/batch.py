@@ -33,22 +33,25 @@ class Batcher:
     def __init__(self, run: Callable[[Callable[[Any], list[Outcome]]], Awaitable[list[Outcome]]]) -> None:
         self._run = run
         self._queued: list[tuple[Op, bool, asyncio.Future[Any]]] = []
-        self._busy = False  # a call (or a batch) is on the store's thread
+        self._busy: asyncio.AbstractEventLoop | None = None  # the loop whose call (or batch) is under way
+        self._drainer: asyncio.Task[None] | None = None
 
     async def add(self, fn: Op, write: bool = True) -> Any:
-        if self._busy:
-            future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        if self._busy is loop:
+            future: asyncio.Future[Any] = loop.create_future()
             self._queued.append((fn, write, future))
             return await future
-        # Nothing under way: go at once (a quiet process pays no wait and no task for the batching).
-        self._busy = True
+        # Nothing under way (or only in a loop that has gone, whose callers are gone with it): go at
+        # once, so a quiet process pays no wait and no task for the batching.
+        self._busy, self._queued = loop, []
         try:
             [(ok, value)] = await self._run(lambda db: run_batch(db, [(fn, write)]))
         finally:
             if self._queued:  # issued meanwhile: they go as one batch
-                asyncio.get_running_loop().create_task(self._drain(), name="store-batch")
+                self._drainer = loop.create_task(self._drain(), name="store-batch")
             else:
-                self._busy = False
+                self._busy = None
         if not ok:
             raise value
         return value
@@ -73,7 +76,7 @@ class Batcher:
                         else:
                             future.set_exception(value)
         finally:
-            self._busy = False
+            self._busy = self._drainer = None
 
 
 def run_batch(db: Any, ops: list[tuple[Op, bool]]) -> list[Outcome]:

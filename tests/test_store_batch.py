@@ -110,3 +110,32 @@ async def test_a_write_alone_goes_at_once_in_its_own_transaction(db: Store) -> N
     assert await db.read(lambda d: d.execute("SELECT count(*) FROM notes").fetchone()[0]) == 1
     assert statements[-4:-1] == ["BEGIN", "INSERT INTO notes (text) VALUES ('one') RETURNING id", "COMMIT"]
     assert statements[-1].startswith("SELECT")  # a read alone: no transaction around it
+
+
+def test_a_store_outlives_an_event_loop_closed_mid_batch(tmp_path: Path) -> None:
+    """A loop closed while a write and the one queued behind it are pending (their tasks never finish)
+    leaves nothing stuck: the next loop's writes go through."""
+    import threading
+
+    store = Store(tmp_path / "loops.db")
+    hold = threading.Event()
+
+    async def first() -> None:
+        await store.open()
+        await store.run(lambda d: d.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, text TEXT UNIQUE)"))
+        asyncio.ensure_future(store.write(lambda d: hold.wait(10)))  # holds the store's thread
+        asyncio.ensure_future(store.write(note("queued behind it")))
+        await asyncio.sleep(0)  # both issued
+
+    async def second() -> list[str]:
+        hold.set()
+        await asyncio.wait_for(store.write(note("after")), 5)
+        return await notes(store)
+
+    loop = asyncio.new_event_loop()
+    loop.run_until_complete(first())
+    loop.close()  # abruptly: the pending tasks are dropped, not cancelled
+    try:
+        assert "after" in asyncio.run(second())
+    finally:
+        asyncio.run(store.close())
