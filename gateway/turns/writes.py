@@ -48,4 +48,3 @@ def turn_end(answer: list[MessageRecord], queue_id: int | None) -> Callable[[Any
             mark_done(db, queue_id)
 
     return along
-
