@@ -84,15 +84,21 @@ class Access:
         self.config = config
         self._toolsets = {ts.name: ts for ts in toolsets}
         self._notices: dict[str, deque[float]] = {}  # surface -> monotonic times of recent notices
+        self._configured: dict[str, frozenset[str]] = {}  # surface -> `configured`: the config is read once
 
     # -- roles ------------------------------------------------------------------------------------
 
-    def configured(self, surface: str) -> set[str]:
-        """User ids the config lists for `surface`: the owners there."""
-        section = getattr(self.config, surface, None)
-        listed = {str(u) for u in getattr(section, "allowed_users", [])} | {str(u) for u in getattr(section, "approvers", [])}
-        prefix = f"{surface}:"
-        return listed | {k[len(prefix):] for k in self.config.approvals.approvers if k.startswith(prefix)}
+    def configured(self, surface: str) -> frozenset[str]:
+        """User ids the config lists for `surface`: the owners there. Built once per surface (every
+        message asks, and an allowlist may be long)."""
+        owners = self._configured.get(surface)
+        if owners is None:
+            section = getattr(self.config, surface, None)
+            listed = {str(u) for u in getattr(section, "allowed_users", [])} | {str(u) for u in getattr(section, "approvers", [])}
+            prefix = f"{surface}:"
+            owners = frozenset(listed | {k[len(prefix):] for k in self.config.approvals.approvers if k.startswith(prefix)})
+            self._configured[surface] = owners
+        return owners
 
     async def role(self, surface: str, user_id: str) -> Role | None:
         """"owner", "guest", or None for a stranger (or a revoked guest)."""

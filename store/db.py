@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from store import leases
+from store.batch import Batcher
 from store.records import utcnow
 from store.tables import SqliteDatabase
 
@@ -54,6 +55,7 @@ class Store:
         self._worker: _Worker | None = None
         self._db: Any = None
         self._skew = timedelta(0)  # the database's clock minus this host's (PostgreSQL)
+        self._batch = Batcher(self.run)
 
     @property
     def shared(self) -> bool:
@@ -136,6 +138,23 @@ class Store:
             return fn(self._db)
 
         return await self.run_raw(call)
+
+    async def write(self, fn: Callable[[Any], T]) -> T:
+        """Run `fn(db)` in a transaction on the store thread and return its result. On SQLite, writes
+        issued together share one round trip and one commit (`store.batch`), so `fn` must do nothing
+        but database work (it may be run a second time if the shared transaction fails)."""
+        if self.shared:
+            def alone(db: Any) -> T:
+                with db.atomic():
+                    return fn(db)
+
+            return await self.run(alone)
+        return await self._batch.add(fn)
+
+    async def read(self, fn: Callable[[Any], T]) -> T:
+        """`run` for a read that goes along with others issued together (on SQLite, in `write`'s batch:
+        a wave of turns reading their sessions' history is one round trip). `fn` must only read."""
+        return await (self.run(fn) if self.shared else self._batch.add(fn, write=False))
 
     async def renew(self) -> None:
         """Extend every lease this store's owner holds, by the database's clock (measured again now)."""

@@ -23,19 +23,19 @@ class InboundLog:
 
         def op(db: Database) -> int | None:
             now = iso(utcnow())
-            with db.atomic():
-                if key is not None:  # two processes given one redelivered update: one row wins
-                    cur = db.execute("INSERT INTO seen_inbound (key, at) VALUES (?, ?) ON CONFLICT DO NOTHING",
-                                     [key, now])
-                    if cur.rowcount == 0:
-                        return None
-                return int(db.execute(
-                    "INSERT INTO inbound_queue (key, payload, state, created_at, owner, lease_until)"
-                    " VALUES (?, ?, 'pending', ?, ?, ?) RETURNING id",
-                    [key, inbound.model_dump_json(), now, self.store.owner, lease_until(self.store.now())],
-                ).fetchone()[0])
+            if key is not None:  # two processes given one redelivered update: one row wins
+                cur = db.execute("INSERT INTO seen_inbound (key, at) VALUES (?, ?) ON CONFLICT DO NOTHING",
+                                 [key, now])
+                if cur.rowcount == 0:
+                    return None
+            return int(db.execute(
+                "INSERT INTO inbound_queue (key, payload, state, created_at, owner, lease_until)"
+                " VALUES (?, ?, 'pending', ?, ?, ?) RETURNING id",
+                [key, inbound.model_dump_json(), now, self.store.owner, lease_until(self.store.now())],
+            ).fetchone()[0])
 
-        return await self.store.run(op)
+        # A getUpdates answer's inbounds are accepted together: one transaction (`Store.write`).
+        return await self.store.write(op)
 
     async def seen(self, key: str) -> bool:
         return await self.store.run(

@@ -86,7 +86,7 @@ class Messages:
                 [session_id, epoch, after_id])
             return [row_to(MessageRecord, r, _JSON) for r in rows]
 
-        return await self.store.run(op)
+        return await self.store.read(op)
 
     async def recent_within(self, session_id: str, epoch: int, budget_chars: int,
                             after_id: int = 0) -> list[MessageRecord]:
@@ -112,7 +112,7 @@ class Messages:
                 kept.append(row)
             return [row_to(MessageRecord, r, _JSON) for r in reversed(kept)]
 
-        return await self.store.run(op)
+        return await self.store.read(op)
 
     async def latest_summary(self, session_id: str, epoch: int) -> MessageRecord | None:
         """The session's newest summary row (see gateway/turns/compaction.py), if any."""
@@ -123,7 +123,7 @@ class Messages:
                 " LIMIT 1", [session_id, epoch])
             return row_to(MessageRecord, rows[0], _JSON) if rows else None
 
-        return await self.store.run(op)
+        return await self.store.read(op)
 
     async def between(self, session_id: str, epoch: int, after_id: int, limit: int) -> list[MessageRecord]:
         """Up to `limit` of the epoch's non-summary rows newer than `after_id`, oldest first."""

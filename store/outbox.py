@@ -70,13 +70,11 @@ class Outbox:
         inbound marked done), so a turn's end costs one round trip and is all or nothing."""
 
         def op(db: Database) -> int:
-            if along is None:
-                return put_outbound(db, outbound, dedupe_key)
-            with db.atomic():
+            if along is not None:
                 along(db)
-                return put_outbound(db, outbound, dedupe_key)
+            return put_outbound(db, outbound, dedupe_key)
 
-        return await self.store.run(op)
+        return await self.store.write(op)
 
     async def get(self, item_id: int) -> OutboxItem | None:
         def op(db: Database) -> OutboxItem | None:
@@ -140,7 +138,7 @@ class Outbox:
     async def mark_sent(self, item_id: int, platform_message_id: str | None, revision: int = 0) -> None:
         """Record the delivery of `revision`. The platform id is kept in any case; a row rewritten since
         stays pending, and its next delivery edits that message."""
-        await self.store.run(lambda db: db.execute(
+        await self.store.write(lambda db: db.execute(  # lanes deliver side by side: marked together
             "UPDATE outbox SET state = CASE WHEN revision = ? THEN 'sent' ELSE state END, platform_message_id = ?,"
             f" sent_at = ?, error = NULL, {_CLEAR} WHERE id = ?",
             [revision, platform_message_id, iso(utcnow()), item_id]))

@@ -34,7 +34,7 @@ class Sessions:
                 rows = db.execute_returning_dicts("SELECT * FROM sessions WHERE id = ?", [session_id])
             return row_to(SessionRecord, rows[0], _JSON)
 
-        return await self.store.run(op)
+        return await self.store.write(op)
 
     async def get(self, session_id: str) -> SessionRecord | None:
         def op(db: Database) -> SessionRecord | None:

@@ -15,6 +15,8 @@ import asyncio
 import contextlib
 import logging
 import re
+from collections.abc import Callable
+from typing import Any
 
 from gateway.outbox import OutboxService
 from gateway.surfaces.base import LiveSettings
@@ -47,6 +49,8 @@ class LiveReply:
         self._dirty = asyncio.Event()
         self._urgent = asyncio.Event()  # cuts the first wait short: the reply is complete before it ended
         self._writer: asyncio.Task[None] | None = None
+        self._along: Callable[[Any], None] | None = None  # written with the final write's last row
+        self.carried = False  # `finish`'s `along` was written with a row
 
     @property
     def started(self) -> bool:
@@ -71,11 +75,14 @@ class LiveReply:
         final reply of a turn is the last call's text."""
         self.text = ""
 
-    async def finish(self, text: str | None) -> int | None:
+    async def finish(self, text: str | None, along: Callable[[Any], None] | None = None) -> int | None:
         """End the reply with `text` (formatted, not marked unfinished); returns the outbox row of its
         last part (None if nothing was written). With None (the turn ended by asking a question) the
         text shown so far stays, marked finished. Waits for the throttle, so the final write also
-        respects the interval."""
+        respects the interval. `along(db)` goes in the transaction of the final write's last row
+        (`OutboxService.put`), and `carried` says whether it did: a final write that changes nothing
+        carries nothing, and the caller writes it on its own."""
+        self._along = along
         if text is None:
             if not self._written or not self.text.strip():
                 return self._row  # what is on the screen stays as it is
@@ -116,23 +123,25 @@ class LiveReply:
                 return
 
     async def _write(self, text: str, *, partial: bool) -> bool:
-        """Write the parts that changed; True if anything was written."""
+        """Write the parts that changed; True if anything was written. The final write's last row
+        carries `finish`'s `along`, so it is recorded only once the whole reply is."""
         if not text.strip():
             return False
         parts = split_text(text, self.settings.max_chars)
-        wrote = False
-        for index, part in enumerate(parts):
-            state = (part, partial and index == len(parts) - 1 and self.settings.marks_partial)
-            if index < len(self._written) and self._written[index] == state:
-                continue
+        states = [(part, partial and index == len(parts) - 1 and self.settings.marks_partial)
+                  for index, part in enumerate(parts)]
+        changed = [i for i, state in enumerate(states) if i >= len(self._written) or self._written[i] != state]
+        for index in changed:
+            state = states[index]
             key = self.dedupe if index == 0 else f"{self.dedupe}:{index + 1}"
-            self._row = await self.outbox.put(Outbound(origin=self.origin, text=state[0], partial=state[1]), key)
+            along = self._along if not partial and index == changed[-1] else None
+            self._row = await self.outbox.put(Outbound(origin=self.origin, text=state[0], partial=state[1]), key, along)
+            self.carried = self.carried or along is not None
             if index < len(self._written):
                 self._written[index] = state
             else:
                 self._written.append(state)
-            wrote = True
-        if wrote:
+        if changed:
             log.debug("live_reply_write key=%s parts=%d partial=%s chars=%d", self.dedupe, len(parts), partial,
                       len(text))
-        return wrote
+        return bool(changed)

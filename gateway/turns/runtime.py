@@ -148,7 +148,7 @@ class Runtime:
             await self.messages.catch_up()
 
     async def _turn(self, queue_id: int, inbound: Inbound, sid: str) -> bool:
-        """One inbound's turn; True when its reply was written together with the inbound marked done."""
+        """One inbound's turn; True when the inbound was marked done with its answer (`_answer`)."""
         turn_id = f"in-{queue_id}"
         if not await self.access.is_allowed(inbound.surface, inbound.user_id):
             answer = await self.access.pairing_reply(inbound)
@@ -187,7 +187,7 @@ class Runtime:
         outbox_id = await self._answer(inbound.origin, text, f"{turn_id}:reply", live, prepared.heard, answer, queue_id)
         if outbox_id is not None:
             self._compact_after(session, outbox_id)
-        return outbox_id is not None and live is None
+        return True
 
     async def _follow_up(self, session_id: str, event: str, dedupe: str, tainted_by: list[str]) -> None:
         async with self._lanes.hold(session_id):
@@ -221,13 +221,15 @@ class Runtime:
         Written with `put`, not `enqueue`: a turn re-run after a crash (at start-up, before the surfaces
         stream) finds the row its first run streamed into, and its final text becomes an edit of that
         message instead of being dropped as a duplicate. The unstored `answer` and the inbound marked
-        done go in the row's transaction (`turn_end`); a live reply stores its answer first."""
-        if live is not None or not text:
-            if answer:
-                await self.messages.add_many(answer)
-            return await live.finish(text) if live is not None else None
+        done go in the transaction of the reply's (last) row (`turn_end`), alone if no row carries them."""
+        end = turn_end(answer, queue_id) if answer or queue_id is not None else None
         self.messages.wrote(len(answer))
-        return await self.outbox.put(Outbound(origin=origin, text=heard + text), dedupe, turn_end(answer, queue_id))
+        if live is None and text:
+            return await self.outbox.put(Outbound(origin=origin, text=heard + text), dedupe, end)
+        outbox_id = await live.finish(text, end) if live is not None else None
+        if end is not None and (live is None or not live.carried):
+            await self.store.write(end)
+        return outbox_id
 
     def _live(self, origin: Origin, dedupe: str) -> LiveReply | None:
         """A live reply when streaming is on and the surface can show one in this chat."""
@@ -310,7 +312,7 @@ class Runtime:
         entries = None
         if start is not None:
             self.messages.wrote(new is not None)
-            entries = await self.store.run(start)
+            entries = await self.store.write(start)
         if new is not None:
             rows.append(new)
         ctx = TurnContext(store=self.store, user_key=session.user_key, session_id=session.id, origin=session.origin,

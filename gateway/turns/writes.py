@@ -1,5 +1,5 @@
-"""What a turn writes, grouped into one transaction per step: each store call is a round trip to the
-store's thread (about 0.1 ms), and a step written whole cannot be left half done by a crash.
+"""What a turn writes, grouped into one transaction per step (`Store.write`): each store call is a round
+trip to the store's thread (about 0.1 ms), and a step written whole cannot be left half done by a crash.
 
 A turn starts with its new message and the session's selection, reading the user's memory for the
 prompt alongside (`turn_start`), and ends with the
@@ -28,12 +28,11 @@ def turn_start(new: MessageRecord | None, session_id: str, selection: dict[str, 
         return None
 
     def op(db: Any) -> list[MemoryEntry] | None:
-        with db.atomic():
-            if new is not None:
-                add_message(db, new)
-            if selection is not None:
-                update_session(db, session_id, {"last_selection": selection})
-            return list_memory(db, memory_of) if memory_of is not None else None
+        if new is not None:
+            add_message(db, new)
+        if selection is not None:
+            update_session(db, session_id, {"last_selection": selection})
+        return list_memory(db, memory_of) if memory_of is not None else None
 
     return op
 
