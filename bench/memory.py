@@ -16,6 +16,11 @@ process created and migrated, as every start after the first finds it; with `--n
 process creates it (and loads sqlite-utils to migrate it).
 
     .venv/bin/python bench/memory.py [--turns 150] [--soak 4000] [--trace] [--new-store]
+
+The fake model needs the test dependencies (pytest, aiohttp); to measure the gateway in a venv with
+Anyy's runtime dependencies only, give the fake model another interpreter:
+
+    /tmp/venv-user/bin/python bench/memory.py --model-python .venv/bin/python
 """
 
 from __future__ import annotations
@@ -64,7 +69,7 @@ def message(i: int) -> str:
         f"message {i}: could you tell me a bit more about the plan for the weekend?"
 
 
-async def run(scenario: str, turns: int, trace: bool, store: str) -> dict[str, Any]:
+async def run(scenario: str, turns: int, trace: bool, store: str, model_python: str) -> dict[str, Any]:
     interpreter = rss_mb()
     from gateway.app import Gateway
     from gateway.config import parse_config
@@ -72,7 +77,7 @@ async def run(scenario: str, turns: int, trace: bool, store: str) -> dict[str, A
     from store.records import Inbound
 
     imported = rss_mb()
-    fake = await asyncio.create_subprocess_exec(sys.executable, str(ROOT / "bench" / "fake_model_server.py"),
+    fake = await asyncio.create_subprocess_exec(model_python, str(ROOT / "bench" / "fake_model_server.py"),
                                                 stdout=asyncio.subprocess.PIPE)
     assert fake.stdout is not None
     url = (await fake.stdout.readline()).decode().strip()
@@ -136,12 +141,13 @@ def main() -> None:
     ap.add_argument("--soak", type=int, default=4000, help="messages in the soak (0: no soak)")
     ap.add_argument("--trace", action="store_true", help="tracemalloc: what grew during the soak")
     ap.add_argument("--new-store", action="store_true", help="the measured process creates the store")
+    ap.add_argument("--model-python", default=sys.executable, help="interpreter of the fake model server")
     ap.add_argument("--scenario", help=argparse.SUPPRESS)  # one measurement, in this process
     ap.add_argument("--store", default="", help=argparse.SUPPRESS)  # its directory ("": a new one)
     args = ap.parse_args()
     if args.scenario:
         n = args.soak if args.scenario == "soak" else args.turns
-        print(json.dumps(asyncio.run(run(args.scenario, n, args.trace, args.store))))
+        print(json.dumps(asyncio.run(run(args.scenario, n, args.trace, args.store, args.model_python))))
         return
     scenarios = ["default", "all"] + (["soak"] if args.soak else [])
     for scenario in scenarios:
@@ -149,7 +155,7 @@ def main() -> None:
             if not args.new_store:
                 migrated(store)
             cmd = [sys.executable, __file__, "--scenario", scenario, "--turns", str(args.turns), "--soak",
-                   str(args.soak), "--store", "" if args.new_store else store]
+                   str(args.soak), "--store", "" if args.new_store else store, "--model-python", args.model_python]
             done = subprocess.run(cmd + (["--trace"] if args.trace else []), capture_output=False,
                                   stdout=subprocess.PIPE, text=True, check=True)
         r = json.loads(done.stdout.strip().splitlines()[-1])

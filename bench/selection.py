@@ -9,11 +9,14 @@ tuned on, so its recall shows how well they generalize (docs/benchmarks.md says 
 written before which tuning round). `selection_unseen.jsonl` (issue 25) was written and committed before
 the meaning layer existed; its misses were read while tuning it, so it is no longer strictly held out.
 `selection_unseen2.jsonl` (issue 25, second pass) was written and committed, with its baseline, before the
-second round of tuning, and is never tuned on: it is the held-out figure that counts. Bytes are those of the `tools` array in the provider's
-request body (OpenAI chat-completions; Anthropic's median too), not the neutral schemas. Each set also
+second round of tuning, and is never tuned on; `selection_unseen3.jsonl` (issue 25, third pass) likewise,
+before the vector layer was tuned; `selection_unseen4.jsonl` (fourth pass) before the vector layer was
+rebuilt on GloVe, which then trained on unseen2 and unseen3 (so only unseen4 is still held out). These
+sets are read only with `--held-out`, which prints their totals, never their misses (`--misses` lists
+those of the tunable sets only); timings are over the tunable sets either way. Bytes are those of the `tools` array in the provider's request body (OpenAI chat-completions; Anthropic's median too), not the neutral schemas. Each set also
 reports, per toolset, labels found/needed and wrong picks.
 
-    .venv/bin/python bench/selection.py [--misses] [--leaks]
+    .venv/bin/python bench/selection.py [--held-out [SET ...]] [--misses] [--leaks]
 
 `--leaks` audits the examples against the second held-out set: it lists the example words whose index
 terms occur in `selection_unseen2.jsonl` and nowhere that predates it (the earlier labelled sets, the
@@ -49,7 +52,9 @@ from toolsets.loader import loader_tool
 from toolsets.registry import TOOLSETS as BUILT_IN
 
 HERE = Path(__file__).parent
-CORPORA = ("selection_corpus.jsonl", "selection_heldout.jsonl", "selection_unseen.jsonl", "selection_unseen2.jsonl")
+TUNABLE = ("selection_corpus.jsonl", "selection_heldout.jsonl", "selection_unseen.jsonl")
+HELD_OUT_SETS = ("selection_unseen2.jsonl", "selection_unseen3.jsonl", "selection_unseen4.jsonl")
+CORPORA = TUNABLE + HELD_OUT_SETS
 TIMING_ROUNDS = 50
 HELD_OUT = "selection_unseen2.jsonl"
 BASE_COMMIT = "37b3e3d"  # main when selection_unseen2.jsonl was written, before its examples
@@ -120,6 +125,7 @@ def evaluate(examples: list[Example], misses: list[str]) -> dict[str, Any]:
         anthropic.append(wire_bytes(sent, "anthropic"))
         got = set(names) & set(ex.needs)
         for name in ex.needs:
+            per_toolset.setdefault(name, [0, 0, 0])
             per_toolset[name][0] += name in got
             per_toolset[name][1] += 1
         for name in set(names) - set(ex.needs):
@@ -165,7 +171,7 @@ def leaks() -> list[str]:
     source = subprocess.run(["git", "show", f"{BASE_COMMIT}:gateway/selection/examples.py"], cwd=HERE,
                             capture_output=True, text=True, check=True).stdout
     base = ast.literal_eval(source[source.index("{", source.index("EXAMPLES: dict") + 20):])
-    earlier = [ex.text for name in CORPORA if name != HELD_OUT for ex in load(name)]
+    earlier = [ex.text for name in TUNABLE for ex in load(name)]
     earlier += [text for texts in base.values() for text in texts]
     earlier += [d for ts in BUILT_IN for d in (ts.description, *(t.description for t in ts.tools))]
     known = {term for text in earlier for term in terms(text)}
@@ -178,25 +184,30 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--misses", action="store_true", help="list the messages whose needed toolsets were missed")
     parser.add_argument("--leaks", action="store_true", help="list example words only the held-out set has")
+    parser.add_argument("--held-out", nargs="*", choices=HELD_OUT_SETS, metavar="SET",
+                        help="also report the totals of these held-out sets (of both when none is named)")
     args = parser.parse_args()
     if args.leaks:
         print("\n".join(leaks()) or "no example word occurs only in the held-out set")
         return
     TOOLSETS[:] = [*BUILT_IN, mcp_time_toolset()]
 
-    corpora = {name: load(name) for name in CORPORA}
-    everything = [ex for examples in corpora.values() for ex in examples]
+    held_out = () if args.held_out is None else args.held_out or HELD_OUT_SETS
+    corpora = {name: load(name) for name in (*TUNABLE, *held_out)}
+    everything = [ex for name in TUNABLE for ex in corpora[name]]
     registered = [ts.name for ts in TOOLSETS]
     long_paste = Example(text=" ".join(ex.text for ex in everything)[:4000], needs=[])
     misses: list[str] = []
     report = {
         "registered_toolsets": registered,
-        "labelled_but_not_registered": sorted({n for ex in everything for n in ex.needs} - set(registered)),
+        "labelled_but_not_registered": sorted({n for examples in corpora.values() for ex in examples
+                                               for n in ex.needs} - set(registered)),
         "all_tools_wire_bytes": wire_bytes(tools_for(registered, TOOLSETS, loader_tool(TOOLSETS))),
         "all_tools_neutral_bytes": schema_bytes(tools_for(registered, TOOLSETS, loader_tool(TOOLSETS))),
         "loader_wire_bytes": wire_bytes([loader_tool(TOOLSETS)]),
         "toolset_wire_bytes": {ts.name: wire_bytes(ts.tools) for ts in TOOLSETS},
-        **{name.removesuffix(".jsonl"): evaluate(examples, misses) for name, examples in corpora.items()},
+        **{name.removesuffix(".jsonl"): evaluate(examples, misses if name in TUNABLE else []) for name, examples
+           in corpora.items()},
         "selection_us": timing(everything),
         "selection_us_4000_char_message": timing([long_paste])["median"],
     }

@@ -2,7 +2,8 @@
 
 Deterministic and cheap: precompiled keyword regexes behind substring tests (`gateway.selection.keywords`),
 then the meaning layer (`gateway.selection.meaning`, BM25 over the toolsets' descriptions and example
-requests) for what no keyword names; a toolset is offered when either says so. No model call. The inputs are the message text, whether it has attachments, the toolsets the session used
+requests) and the vector layer (`gateway.selection.vectors`, a classifier over static word embeddings)
+for what no keyword names; a toolset is offered when any of them says so. No model call. The inputs are the message text, whether it has attachments, the toolsets the session used
 in its last turns, the session's pins, and the toolsets available in this runtime (connector toolsets
 only when their connector is configured; the caller decides that, and nothing outside `available` is
 ever selected). Keywords belong to each toolset's own module; this module reads them generically.
@@ -20,6 +21,7 @@ from collections.abc import Callable, Sequence
 from pydantic import BaseModel, Field
 
 from gateway.selection.keywords import matcher
+from gateway.selection import vectors
 from gateway.selection.meaning import index_for
 from toolsets.base import Descriptor, Tool, Toolset
 
@@ -62,7 +64,7 @@ def select_toolsets(
 
     With `pins` (a `/toolsets pin`), exactly the pinned toolsets that are available, nothing added.
     Otherwise: toolsets whose keywords occur in `text` (its start and end when it is long), those the
-    meaning layer finds for it, toolsets in `recent` (used in the session's last
+    meaning and vector layers find for it, toolsets in `recent` (used in the session's last
     turns, so a follow-up such as "yes, do it" keeps its tools), and the artifact toolset for attachments.
     """
     by_name = {ts.name: ts for ts in available}
@@ -82,6 +84,11 @@ def select_toolsets(
                 reasons[ts.name] = f"keyword '{match.group(0).strip()[:_REASON_CHARS]}'"
         for name, score in index_for(available).matches(scanned, keywords_found=set(reasons)).items():
             reasons.setdefault(name, f"meaning (score {score:.1f})")
+        table = vectors.table()
+        if table is not None:
+            found = table.matches(scanned, by_name, others_found=bool(reasons))
+            for name, probability in found.items():
+                reasons.setdefault(name, f"vectors (p {probability:.2f})")
         for name in recent:
             if name in by_name:
                 reasons.setdefault(name, "used in the last turns")
