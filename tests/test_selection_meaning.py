@@ -22,15 +22,16 @@ def pick(text: str, available=TOOLSETS) -> list[str]:
     return select_toolsets(text, has_attachments=False, recent=[], pins=None, available=available).names
 
 
-def test_importing_the_cli_builds_no_index_and_the_first_selection_does():
+@pytest.mark.parametrize("layer", ["meaning", "vectors"])  # the BM25 index; the vector table
+def test_importing_the_cli_loads_no_selection_layer_and_the_first_selection_does(layer):
     script = (
         "import gateway.cli.main\n"
-        "from gateway.selection import meaning\n"
+        f"from gateway.selection import {layer} as layer\n"
         "from gateway.selection.selector import select_toolsets\n"
         "from toolsets.registry import TOOLSETS\n"
-        "print(meaning.loaded())\n"
+        "print(layer.loaded())\n"
         "select_toolsets('hello', has_attachments=False, recent=[], pins=None, available=TOOLSETS)\n"
-        "print(meaning.loaded())\n"
+        "print(layer.loaded())\n"
     )
     out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "True"]

@@ -5,8 +5,6 @@ start-up, and a missing or corrupt table turns the layer off with a warning whil
 import json
 import logging
 import struct
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -68,20 +66,6 @@ def test_the_table_finds_its_tokens_and_nothing_else():
         assert row is not None and len(row) == len(table.classes), token
     for token in ("populationx", "qqqzzz", "", "鿿鿾"):
         assert table.row(token) is None, token
-
-
-def test_importing_the_cli_reads_no_table_and_the_first_selection_does():
-    script = (
-        "import gateway.cli.main\n"
-        "from gateway.selection import vectors\n"
-        "from gateway.selection.selector import select_toolsets\n"
-        "from toolsets.registry import TOOLSETS\n"
-        "print(vectors.loaded())\n"
-        "select_toolsets('hello', has_attachments=False, recent=[], pins=None, available=TOOLSETS)\n"
-        "print(vectors.loaded())\n"
-    )
-    out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["False", "True"]
 
 
 @pytest.mark.parametrize("damage", ["missing", "not a table", "truncated", "bad header", "bad index"])
