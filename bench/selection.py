@@ -16,7 +16,7 @@ the vector layer was retrained on unseen2-4 and three sets of training requests 
 (`selection_train_en/zh/hard.jsonl`). unseen2-4 are now tunable (trained on); only unseen5 is held out.
 It is read only with `--held-out`, which prints its totals, never its misses (`--misses` lists
 those of the tunable sets only); timings are over the tunable sets either way. Bytes are those of the `tools` array in the provider's request body (OpenAI chat-completions; Anthropic's median too), not the neutral schemas. Each set also
-reports, per toolset, labels found/needed and wrong picks.
+reports, per toolset, labels found/needed and wrong picks, and its wrong picks by the layer that made them.
 
     .venv/bin/python bench/selection.py [--held-out [SET ...]] [--misses] [--leaks]
 
@@ -115,6 +115,11 @@ def select(ex: Example) -> list[str]:
     return select_toolsets(ex.text, has_attachments=ex.attachments, recent=[], pins=None, available=TOOLSETS).names
 
 
+def layer(reason: str) -> str:
+    """Which layer a selection reason names ("keyword 'x'", "meaning (score ...)", "vectors (p ...)")."""
+    return reason.split(" ", 1)[0]
+
+
 def evaluate(examples: list[Example], misses: list[str]) -> dict[str, Any]:
     """Bytes and recall over `examples`; appends a line per missed message to `misses`."""
     loader = loader_tool(TOOLSETS)
@@ -122,8 +127,11 @@ def evaluate(examples: list[Example], misses: list[str]) -> dict[str, Any]:
     anthropic: list[int] = []
     found = needed = extra = complete = 0
     per_toolset: dict[str, list[int]] = {ts.name: [0, 0, 0] for ts in TOOLSETS}  # found, needed, wrong picks
+    by_layer: dict[str, int] = {}  # wrong picks per layer that made them (the first that found the toolset)
     for ex in examples:
-        names = select(ex)
+        selection = select_toolsets(ex.text, has_attachments=ex.attachments, recent=[], pins=None,
+                                    available=TOOLSETS)
+        names = selection.names
         sent = tools_for(names, TOOLSETS, loader)
         sizes.append(wire_bytes(sent))
         anthropic.append(wire_bytes(sent, "anthropic"))
@@ -134,6 +142,7 @@ def evaluate(examples: list[Example], misses: list[str]) -> dict[str, Any]:
             per_toolset[name][1] += 1
         for name in set(names) - set(ex.needs):
             per_toolset[name][2] += 1
+            by_layer[layer(selection.reasons[name])] = by_layer.get(layer(selection.reasons[name]), 0) + 1
         found += len(got)
         needed += len(ex.needs)
         extra += len(set(names) - set(ex.needs))
@@ -154,6 +163,7 @@ def evaluate(examples: list[Example], misses: list[str]) -> dict[str, Any]:
         "extra_toolsets_per_message": round(extra / len(examples), 2),
         # "found/needed +wrong": label recall and false picks, so a toolset's trade-off shows on its own
         "per_toolset": {name: f"{f}/{n} +{w}" for name, (f, n, w) in per_toolset.items() if n or w},
+        "wrong_picks_by_layer": dict(sorted(by_layer.items())),
     }
 
 
