@@ -4,10 +4,10 @@ Deterministic and cheap: precompiled keyword regexes behind substring tests (`ga
 then the meaning layer (`gateway.selection.meaning`, BM25 over the toolsets' descriptions and example
 requests) and the vector layer (`gateway.selection.vectors`, a classifier over static word embeddings)
 for what no keyword names; a toolset is offered when any of them says so, except a BM25 match the vector
-layer finds very unlikely. No model call. The inputs are the message text, whether it has attachments, the toolsets the session used
-in its last turns, the session's pins, and the toolsets available in this runtime (connector toolsets
-only when their connector is configured; the caller decides that, and nothing outside `available` is
-ever selected). Keywords belong to each toolset's own module; this module reads them generically.
+layer finds very unlikely. No model call. The inputs are the message text, whether it has attachments,
+the toolsets the session used in its last turns, the session's pins, and the toolsets available in this
+runtime (connector toolsets only when their connector is configured; the caller decides that, and
+nothing outside `available` is ever selected). Keywords belong to each toolset's own module; this module reads them generically.
 
 The tools array is built in one fixed order (the loader, then the registry order of `available`), so the
 same selection gives byte-identical schemas and provider prompt caches keep hitting.
