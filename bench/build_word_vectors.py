@@ -18,8 +18,9 @@ labelled sets one may tune on (TRAIN_SETS; never `selection_unseen5.jsonl`, the 
 stores, per token, its int8 contribution to each class: the run time averages the English rows and
 normalises the Chinese ones as above. The same inputs and versions give the same bytes.
 
-`--cv` leaves one writer's set out at a time (WRITER_SETS), trains on the rest, and runs the whole selector (keywords,
-BM25 and this layer) on the left-out set: messages fully served and wrong picks, per threshold pair.
+`--cv` leaves one writer's set out at a time (WRITER_SETS), trains on the rest, and runs the whole
+selector (keywords, BM25 and this layer) on the left-out set: messages fully served and wrong picks, per
+(threshold, best threshold, veto) of THRESHOLDS, and their means over the writers.
 """
 
 from __future__ import annotations
