@@ -11,6 +11,7 @@ import pytest
 
 from gateway.selection import vectors
 from gateway.selection.examples import EXAMPLES
+from gateway.selection.meaning import index_for
 from gateway.selection.selector import select_toolsets
 from gateway.selection.terms import terms
 from toolsets.registry import TOOLSETS
@@ -46,6 +47,16 @@ def test_a_chinese_question_of_fact_is_sent_to_web_by_the_vectors(text):
     # GloVe has no Chinese: the table's learned character and pair features carry it.
     selection = select(text)
     assert selection.names == ["web"] and selection.reasons["web"].startswith("vectors")
+
+
+@pytest.mark.parametrize("text", ["explain how a web server works in simple words",
+                                  "tell me a story about a lost email"])
+def test_a_bm25_match_the_vectors_find_unlikely_is_dropped(text):
+    # BM25 matches web on a shared word; the classifier has learnt that such questions need no toolset.
+    assert "web" in index_for(TOOLSETS).matches(text, keywords_found=set())
+    table = vectors.table()
+    assert table is not None and table.doubts("web", table.probabilities(text))
+    assert "web" not in select(text).names
 
 
 def test_small_talk_gets_no_toolset_from_the_vectors():

@@ -3,10 +3,11 @@
 Deterministic and cheap: precompiled keyword regexes behind substring tests (`gateway.selection.keywords`),
 then the meaning layer (`gateway.selection.meaning`, BM25 over the toolsets' descriptions and example
 requests) and the vector layer (`gateway.selection.vectors`, a classifier over static word embeddings)
-for what no keyword names; a toolset is offered when any of them says so. No model call. The inputs are the message text, whether it has attachments, the toolsets the session used
-in its last turns, the session's pins, and the toolsets available in this runtime (connector toolsets
-only when their connector is configured; the caller decides that, and nothing outside `available` is
-ever selected). Keywords belong to each toolset's own module; this module reads them generically.
+for what no keyword names; a toolset is offered when any of them says so, except a BM25 match the vector
+layer finds very unlikely. No model call. The inputs are the message text, whether it has attachments,
+the toolsets the session used in its last turns, the session's pins, and the toolsets available in this
+runtime (connector toolsets only when their connector is configured; the caller decides that, and
+nothing outside `available` is ever selected). Keywords belong to each toolset's own module; this module reads them generically.
 
 The tools array is built in one fixed order (the loader, then the registry order of `available`), so the
 same selection gives byte-identical schemas and provider prompt caches keep hitting.
@@ -82,11 +83,13 @@ def select_toolsets(
             match = matcher(ts.keywords).search(scanned, folded)
             if match:
                 reasons[ts.name] = f"keyword '{match.group(0).strip()[:_REASON_CHARS]}'"
-        for name, score in index_for(available).matches(scanned, keywords_found=set(reasons)).items():
-            reasons.setdefault(name, f"meaning (score {score:.1f})")
         table = vectors.table()
+        probabilities = table.probabilities(scanned) if table is not None else {}
+        for name, score in index_for(available).matches(scanned, keywords_found=set(reasons)).items():
+            if table is None or not table.doubts(name, probabilities):
+                reasons.setdefault(name, f"meaning (score {score:.1f})")
         if table is not None:
-            found = table.matches(scanned, by_name, others_found=bool(reasons))
+            found = table.matches(probabilities, by_name, others_found=bool(reasons))
             for name, probability in found.items():
                 reasons.setdefault(name, f"vectors (p {probability:.2f})")
         for name in recent:

@@ -85,6 +85,7 @@ class Table:
             self.chinese_scale = float(header["chinese_scale"])
             self.threshold = float(header["threshold"])
             self.best_threshold = float(header["best_threshold"])
+            self.veto = float(header["veto"])
             n_tokens = int(header["tokens"])
             n_slots = int(header["slots"])
             vocab_len = int(header["vocab_bytes"])
@@ -148,15 +149,26 @@ class Table:
         return {name: 1 / (1 + math.exp(-(total + bias)))
                 for name, total, bias in zip(self.classes, totals, self.bias)}
 
-    def matches(self, text: str, available: Collection[str], *, others_found: bool) -> dict[str, float]:
-        """The available toolsets this layer offers for `text`, with their probabilities: those reaching
-        `threshold`, and, when no other layer found any toolset (`others_found` false), the likeliest one
-        from `best_threshold` on; either only if likelier than "no toolset" (small talk)."""
+    def probabilities(self, text: str) -> dict[str, float]:
+        """`scores` of the message's start and end (all of it when short)."""
         if len(text) > 2 * EDGE_CHARS:
             text = f"{text[:EDGE_CHARS]}\n{text[-EDGE_CHARS:]}"
-        probabilities = self.scores(text)
-        none = probabilities.pop(NO_TOOLSET, 0.0)
-        scores = {name: p for name, p in probabilities.items() if name in available}
+        return self.scores(text)
+
+    def doubts(self, name: str, probabilities: dict[str, float]) -> bool:
+        """Whether this layer, knowing some of the message's tokens, finds toolset `name` less likely than
+        `veto`: the selector then drops a BM25 match for it (BM25 matches a shared word, e.g. web for "explain
+        how a web server works"; the classifier has seen such questions need no toolset)."""
+        return name in probabilities and probabilities[name] < self.veto
+
+    def matches(self, probabilities: dict[str, float], available: Collection[str], *,
+                others_found: bool) -> dict[str, float]:
+        """The available toolsets this layer offers for a message of these `probabilities`, with their
+        probabilities: those reaching `threshold`, and, when no other layer found any toolset
+        (`others_found` false), the likeliest one from `best_threshold` on; either only if likelier than
+        "no toolset" (small talk)."""
+        none = probabilities.get(NO_TOOLSET, 0.0)
+        scores = {name: p for name, p in probabilities.items() if name in available and name != NO_TOOLSET}
         chosen = {name: p for name, p in scores.items() if p >= self.threshold and p > none}
         if scores and not others_found:
             best = max(scores, key=lambda name: scores[name])
