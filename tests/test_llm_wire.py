@@ -98,3 +98,33 @@ def test_a_message_cannot_change_under_its_cached_encoding() -> None:
     with pytest.raises(ValueError):
         message.content = "changed"  # type: ignore[misc]
     assert message.model_copy(update={"content": "changed"}).content == "changed"  # a new object
+
+
+def test_a_conversation_s_requests_are_the_bytes_of_their_messages() -> None:
+    """Request after request as a conversation makes them (a new system prompt each time, the window
+    growing, cut from the front, a tool round within a turn, another conversation in between, an image
+    now and then, a message sent twice): each is exactly the JSON of its own messages."""
+    client = OpenAIClient("http://127.0.0.1:1/v1", "k", "m", 1.0, 0, 256)
+    window: list[ChatMessage] = []
+    other = [ChatMessage(role="user", content="another chat")]
+    for turn in range(40):
+        system = ChatMessage(role="system", content=f"Be brief. It is {turn}:00.")
+        window.append(ChatMessage(role="user", content=f"question {turn} ünï",
+                                  images=[ImagePart(mime_type="image/png", data="aGk=")] if turn % 13 == 5 else []))
+        if turn % 4 == 0:  # a tool round: the same request grows within the turn
+            window.append(ChatMessage(role="assistant", content="", tool_calls=[
+                ToolCall(id=f"c{turn}", name="task_create", arguments='{"title": "x"}')]))
+            window.append(ChatMessage(role="tool", content="Added.", tool_call_id=f"c{turn}", name="task_create"))
+        window.append(ChatMessage(role="assistant", content=f"answer {turn}"))
+        if len(window) > 6:
+            del window[:turn % 3 + 1]  # the budget cuts the oldest
+        requests = [[system, *window]]
+        if turn % 7 == 3:
+            requests.append([system, *other])  # another session's request in between
+        if turn % 9 == 4:
+            requests.append([system, window[0], *window])  # a message twice
+        if turn % 11 == 6:
+            requests.append([system, ChatMessage(role="user", content="inserted"), *window[2:]])
+        for messages in requests:
+            expected = dumps(client.request_body(messages, [], "m"))
+            assert client.encoded_body(messages, [], "m", stream=False) == expected
