@@ -239,18 +239,22 @@ class Gateway:
             await decision.deliver(self.outbox)
             return decision.answer
         if action == "clarify":
-            if not await self._asked(session_id_for(origin, user_id if is_group else None), value):
-                log.info("press_refused surface=%s action=clarify reason=not_asked", surface)
-                return "This question was not for you; nothing changed."
             # A double tap on a phone must not answer twice: the same choice in the same chat within a
-            # few seconds is one answer.
+            # few seconds is one answer. Looked up first: the first tap's answer may be in the session
+            # already, and the question then no longer open.
             key = f"{user_key}|{origin.key()}|{value}"
             now = asyncio.get_running_loop().time()
             self._recent_choices = {k: t for k, t in self._recent_choices.items() if now - t < CHOICE_DEBOUNCE_S}
-            if key not in self._recent_choices:
-                self._recent_choices[key] = now
-                await self.receive(Inbound(surface=surface, chat_id=origin.chat_id, thread_id=origin.thread_id,
-                                           user_id=user_id, text=value, is_group=is_group))
+            asked = key in self._recent_choices or \
+                await self._asked(session_id_for(origin, user_id if is_group else None), value)
+            if key in self._recent_choices:  # tapped before, or while this tap was being checked
+                return f"You chose: {value}"
+            if not asked:
+                log.info("press_refused surface=%s action=clarify reason=not_asked", surface)
+                return "This question was not for you; nothing changed."
+            self._recent_choices[key] = now
+            await self.receive(Inbound(surface=surface, chat_id=origin.chat_id, thread_id=origin.thread_id,
+                                       user_id=user_id, text=value, is_group=is_group))
             return f"You chose: {value}"
         return "Unknown button."
 

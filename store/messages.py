@@ -77,53 +77,9 @@ class Messages:
 
         return await self.store.run(op)
 
-    async def after(self, session_id: str, epoch: int, after_id: int) -> list[MessageRecord]:
-        """Messages of the session's epoch newer than `after_id`, oldest first."""
-
-        def op(db: Database) -> list[MessageRecord]:
-            rows = db.execute_returning_dicts(
-                "SELECT * FROM messages WHERE session_id = ? AND epoch = ? AND id > ? ORDER BY id",
-                [session_id, epoch, after_id])
-            return [row_to(MessageRecord, r, _JSON) for r in rows]
-
-        return await self.store.read(op)
-
-    async def recent_within(self, session_id: str, epoch: int, budget_chars: int,
-                            after_id: int = 0) -> list[MessageRecord]:
-        """The newest whole turns of the session's current epoch newer than `after_id` whose text fits
-        `budget_chars` (at least the newest turn), oldest first, summaries left out. Sizes are summed on
-        raw rows, so a months-long session costs only the rows that fit, never the whole history."""
-
-        def op(db: Database) -> list[MessageRecord]:
-            cur = db.execute(
-                "SELECT *, length(content) + coalesce(length(tool_calls), 0) AS size FROM messages"
-                " WHERE session_id = ? AND epoch = ? AND id > ? AND role != 'summary' ORDER BY id DESC",
-                [session_id, epoch, after_id])
-            names = [d[0] for d in cur.description]
-            kept: list[dict[str, Any]] = []
-            used, turn = 0, None
-            for raw in cur:
-                row = dict(zip(names, raw))
-                if row["turn_id"] != turn:  # a turn boundary: stop here if the budget is spent
-                    if kept and used > budget_chars:
-                        break
-                    turn = row["turn_id"]
-                used += row.pop("size")
-                kept.append(row)
-            return [row_to(MessageRecord, r, _JSON) for r in reversed(kept)]
-
-        return await self.store.read(op)
-
     async def latest_summary(self, session_id: str, epoch: int) -> MessageRecord | None:
         """The session's newest summary row (see gateway/turns/compaction.py), if any."""
-
-        def op(db: Database) -> MessageRecord | None:
-            rows = db.execute_returning_dicts(
-                "SELECT * FROM messages WHERE session_id = ? AND epoch = ? AND role = 'summary' ORDER BY id DESC"
-                " LIMIT 1", [session_id, epoch])
-            return row_to(MessageRecord, rows[0], _JSON) if rows else None
-
-        return await self.store.read(op)
+        return await self.store.read(lambda db: newest_summary(db, session_id, epoch))
 
     async def between(self, session_id: str, epoch: int, after_id: int, limit: int) -> list[MessageRecord]:
         """Up to `limit` of the epoch's non-summary rows newer than `after_id`, oldest first."""
@@ -211,3 +167,43 @@ def add_message(db: Database, msg: MessageRecord) -> int:
     return int(db.execute(
         f"INSERT INTO messages ({', '.join(row)}) VALUES ({', '.join('?' for _ in row)}) RETURNING id",
         list(row.values())).fetchone()[0])
+
+
+def messages_after(db: Database, session_id: str, epoch: int, after_id: int) -> list[MessageRecord]:
+    """Messages of the session's epoch newer than `after_id`, oldest first."""
+    rows = db.execute_returning_dicts(
+        "SELECT * FROM messages WHERE session_id = ? AND epoch = ? AND id > ? ORDER BY id",
+        [session_id, epoch, after_id])
+    return [row_to(MessageRecord, r, _JSON) for r in rows]
+
+
+def messages_within(db: Database, session_id: str, epoch: int, budget_chars: int,
+                    after_id: int = 0) -> list[MessageRecord]:
+    """The newest whole turns of the session's current epoch newer than `after_id` whose text fits
+    `budget_chars` (at least the newest turn; one turn past it when there is more, so a caller cutting
+    to the budget learns that older rows were left out), oldest first, summaries left out. Sizes are
+    summed on raw rows, so a months-long session costs only the rows that fit, never the whole history."""
+    cur = db.execute(
+        "SELECT *, length(content) + coalesce(length(tool_calls), 0) AS size FROM messages"
+        " WHERE session_id = ? AND epoch = ? AND id > ? AND role != 'summary' ORDER BY id DESC",
+        [session_id, epoch, after_id])
+    names = [d[0] for d in cur.description]
+    kept: list[dict[str, Any]] = []
+    used, turn = 0, None
+    for raw in cur:
+        row = dict(zip(names, raw))
+        if row["turn_id"] != turn:  # a turn boundary: stop here if the budget is spent
+            if kept and used > budget_chars:
+                break
+            turn = row["turn_id"]
+        used += row.pop("size")
+        kept.append(row)
+    return [row_to(MessageRecord, r, _JSON) for r in reversed(kept)]
+
+
+def newest_summary(db: Database, session_id: str, epoch: int) -> MessageRecord | None:
+    """The session's newest summary row of the epoch, if any."""
+    rows = db.execute_returning_dicts(
+        "SELECT * FROM messages WHERE session_id = ? AND epoch = ? AND role = 'summary' ORDER BY id DESC"
+        " LIMIT 1", [session_id, epoch])
+    return row_to(MessageRecord, rows[0], _JSON) if rows else None

@@ -22,19 +22,7 @@ class Sessions:
         self.store = store
 
     async def get_or_create(self, session_id: str, origin: Origin, user_key: str, kind: str = "chat") -> SessionRecord:
-        def op(db: Database) -> SessionRecord:
-            rows = db.execute_returning_dicts("SELECT * FROM sessions WHERE id = ?", [session_id])
-            if not rows:  # read first: an existing session (every turn but the first) costs no write
-                now = iso(utcnow())
-                db.execute(
-                    "INSERT INTO sessions (id, surface, chat_id, thread_id, user_key, kind, created_at,"
-                    " updated_at) VALUES (?,?,?,?,?,?,?,?) ON CONFLICT DO NOTHING",
-                    [session_id, origin.surface, origin.chat_id, origin.thread_id, user_key, kind, now, now],
-                )
-                rows = db.execute_returning_dicts("SELECT * FROM sessions WHERE id = ?", [session_id])
-            return row_to(SessionRecord, rows[0], _JSON)
-
-        return await self.store.write(op)
+        return await self.store.write(lambda db: get_or_create_session(db, session_id, origin, user_key, kind))
 
     async def get(self, session_id: str) -> SessionRecord | None:
         def op(db: Database) -> SessionRecord | None:
@@ -61,6 +49,20 @@ class Sessions:
 
         return await self.store.run(op)
 
+
+def get_or_create_session(db: Database, session_id: str, origin: Origin, user_key: str,
+                          kind: str = "chat") -> SessionRecord:
+    """`Sessions.get_or_create` on the store thread, for a caller doing it in its own transaction."""
+    rows = db.execute_returning_dicts("SELECT * FROM sessions WHERE id = ?", [session_id])
+    if not rows:  # read first: an existing session (every turn but the first) costs no write
+        now = iso(utcnow())
+        db.execute(
+            "INSERT INTO sessions (id, surface, chat_id, thread_id, user_key, kind, created_at,"
+            " updated_at) VALUES (?,?,?,?,?,?,?,?) ON CONFLICT DO NOTHING",
+            [session_id, origin.surface, origin.chat_id, origin.thread_id, user_key, kind, now, now],
+        )
+        rows = db.execute_returning_dicts("SELECT * FROM sessions WHERE id = ?", [session_id])
+    return row_to(SessionRecord, rows[0], _JSON)
 
 
 def update_session(db: Database, session_id: str, fields: dict[str, Any]) -> None:

@@ -83,6 +83,19 @@ async def test_clarify_buttons_answer_once_even_when_double_tapped(console, mode
     assert model.requests[-1].messages[-1]["content"] == "Coffee"
 
 
+async def test_a_second_tap_after_the_answer_was_taken_is_still_the_one_answer(console, model):
+    from tests.fixtures.model import reply, tool_call
+
+    model.script(tool_call("clarify", {"question": "Which one?", "options": ["Tea", "Coffee"]}), reply("Coffee it is."))
+    await console.say("help me choose a drink")
+    first = await console.gw.press("console", "owner", "clarify", "Coffee", console.console.origin)
+    await console.gw.idle()  # the answer's turn ran: the question is no longer open in the session
+    second = await console.gw.press("console", "owner", "clarify", "Coffee", console.console.origin)
+    await console.gw.idle()
+    assert [first, second] == ["You chose: Coffee"] * 2
+    assert len(model.requests) == 2
+
+
 async def test_toolsets_used_in_the_last_turns_stay_selected(console, model):
     from tests.fixtures.model import reply, tool_call
 

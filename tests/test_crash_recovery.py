@@ -60,6 +60,23 @@ async def test_killed_before_the_model_call_the_turn_runs_once(cfg, env, model):
     assert await rows(cfg, "SELECT title FROM tasks") == [("milk",)]
 
 
+async def test_killed_after_the_turn_opened_its_message_stays_once_and_the_rerun_records_the_selection(
+        cfg, env, model):
+    model.script(tool_call("task_create", {"title": "milk"}), reply("Added milk."))
+    child = await start("chat", cfg, env, lines=["add milk to my tasks"], pause_at="model.before_call")
+    await child.wait_paused("model.before_call")
+    await child.kill()
+    # The turn's opening trip is whole (session and message); the selection waits for the turn's next write.
+    assert await rows(cfg, "SELECT role, content FROM messages") == [("user", "add milk to my tasks")]
+    assert await rows(cfg, "SELECT last_selection FROM sessions") == [(None,)]
+    out = await chat_once(cfg, env)
+    assert out.splitlines() == ["Added milk."]
+    assert await rows(cfg, "SELECT role FROM messages ORDER BY id") == [
+        ("user",), ("assistant",), ("tool",), ("assistant",)]  # the message not written again
+    ((selection,),) = await rows(cfg, "SELECT last_selection FROM sessions")
+    assert "tasks" in json.loads(selection)["names"]
+
+
 async def test_killed_after_a_direct_tool_ran_it_is_not_run_again_and_the_owner_is_told(cfg, env, model):
     model.script(tool_call("task_create", {"title": "milk"}), reply("Noted: I could not confirm the task."))
     child = await start("chat", cfg, env, lines=["add milk to my tasks"], pause_at="tool.ran")

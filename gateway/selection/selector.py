@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field
 from gateway.selection.keywords import matcher
 from gateway.selection import vectors
 from gateway.selection.meaning import index_for
+from store.records import MessageRecord
 from toolsets.base import Descriptor, Tool, Toolset
 
 log = logging.getLogger(__name__)
@@ -146,3 +147,21 @@ def describe_tools(tools: Sequence[Tool], descriptor: Callable[[Tool], Descripto
     lines = [f"{len(tools)} tools visible ({size / 1024:.1f} KB of schemas):"]
     lines += [f"• {toolset}: {', '.join(names)}" for toolset, names in groups.items()]
     return "\n".join(lines)
+
+
+RECENT_TURNS = 2  # toolsets used this many turns back stay selected (follow-ups like "yes, send it")
+
+
+def recent_toolsets(rows: list[MessageRecord], current_turn: str, toolset_of: dict[str, str]) -> list[str]:
+    """Toolsets (by `toolset_of` tool name) whose tools were called in the last RECENT_TURNS turns of
+    `rows` before `current_turn`."""
+    turns: set[str] = set()
+    used: set[str] = set()
+    for m in reversed(rows):  # newest first; stop once past the turns that count
+        if m.turn_id != current_turn and m.turn_id not in turns:
+            if len(turns) == RECENT_TURNS:
+                break
+            turns.add(m.turn_id)
+        if m.role == "tool" and m.turn_id != current_turn and m.tool_name in toolset_of:
+            used.add(toolset_of[m.tool_name])
+    return sorted(used)

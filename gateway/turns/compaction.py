@@ -18,6 +18,7 @@ from gateway.llm.types import ChatMessage, ModelClient, ModelUnavailable
 from gateway.turns.history import HistoryWindows, covered_to, external_sources, newest_turns
 from store.messages import Messages
 from store.records import MessageRecord, SessionRecord
+from store.sessions import Sessions
 
 log = logging.getLogger(__name__)
 
@@ -58,24 +59,29 @@ def transcript(rows: list[MessageRecord], previous: MessageRecord | None) -> str
 class Compactor:
     """Summarises what falls out of a session's window; one compaction per session at a time."""
 
-    def __init__(self, messages: Messages, windows: HistoryWindows, model: ModelClient | None) -> None:
+    def __init__(self, sessions: Sessions, messages: Messages, windows: HistoryWindows,
+                 model: ModelClient | None) -> None:
+        self.sessions = sessions
         self.messages = messages
         self.windows = windows
         self.model = model
         self._busy: set[str] = set()
 
-    async def after_reply(self, session: SessionRecord, delivered: Coroutine[Any, Any, None]) -> None:
+    async def after_reply(self, session_id: str, delivered: Coroutine[Any, Any, None]) -> None:
         """Once the reply is on screen, compact if the session outgrew its budget. Never raises."""
         windows = self.windows
-        if self.model is None or not windows.dropped(session.id) or \
-                windows.fill(session.id) < CHECK_FILL * windows.budget:
+        if self.model is None or not windows.dropped(session_id) or \
+                windows.fill(session_id) < CHECK_FILL * windows.budget:
             delivered.close()  # nothing has dropped out of the window yet: nothing to summarise
             return
         try:
             await delivered
-            await self.compact(session, force=False)
+            # Read only now, when there is work: a turn opens without a trip of its own for its session.
+            session = await self.sessions.get(session_id)
+            if session is not None:
+                await self.compact(session, force=False)
         except Exception:  # a failed summary only means the window keeps dropping whole turns
-            log.exception("compaction_failed session=%s", session.id)
+            log.exception("compaction_failed session=%s", session_id)
 
     async def compact(self, session: SessionRecord, *, force: bool) -> int:
         """Summarise the session's older turns; returns how many messages the new summary covers (0 when

@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from gateway.llm.types import ChatMessage, ImagePart
-from store.messages import Messages
+from store.messages import Messages, messages_after, messages_within, newest_summary
 from store.records import MessageRecord
+from store.tables import Database
 
 T = TypeVar("T")
 
@@ -126,8 +127,46 @@ def covered_to(summary: MessageRecord | None) -> int:
     return int(summary.meta.get("covers_to_id", 0)) if summary is not None else 0
 
 
+def window_budget(budget_chars: int, summary: MessageRecord | None) -> int:
+    """What the rows of a window starting with `summary` may take of the budget."""
+    return max(0, budget_chars - (_size(summary) if summary is not None else 0))
+
+
+@dataclass(frozen=True)
+class Since:
+    """Where a cached window ends: its epoch and its last row's id."""
+
+    epoch: int
+    last_id: int
+
+
+@dataclass(frozen=True)
+class WindowRead:
+    """What the store gave a window (`read_window`): the rows after the cached window's last, or (`whole`)
+    the window whole, starting with `summary`."""
+
+    epoch: int
+    rows: list[MessageRecord]
+    whole: bool
+    summary: MessageRecord | None = None
+
+
+def read_window(db: Database, session_id: str, epoch: int, since: Since | None, budget_chars: int) -> WindowRead:
+    """On the store's thread: the rows written after the cached window (`since`) when it is of `epoch`;
+    else, or when a new summary arrived (compaction ran: the window must start after what it covers), the
+    window whole: the latest summary, then the newest whole turns after it that fit (one turn past the
+    budget when there is more, so a cut says unsummarised rows were left out)."""
+    if since is not None and since.epoch == epoch:
+        new = messages_after(db, session_id, epoch, since.last_id)
+        if not any(m.role == "summary" for m in new):
+            return WindowRead(epoch, new, whole=False)
+    summary = newest_summary(db, session_id, epoch)
+    rows = messages_within(db, session_id, epoch, window_budget(budget_chars, summary), covered_to(summary))
+    return WindowRead(epoch, rows, whole=True, summary=summary)
+
+
 @dataclass
-class _Window:
+class Window:
     """One session's cached rows and what they cost, kept as running totals so a turn pays for its new
     rows rather than for the whole window: characters against the budget, bytes against the cache's bound."""
 
@@ -148,6 +187,14 @@ class _Window:
     images: int = 0
     called: Counter[str] = field(default_factory=Counter)
     answered: Counter[str | None] = field(default_factory=Counter)
+
+    @property
+    def since(self) -> Since:
+        return Since(self.epoch, self.last_id)
+
+    def holds(self, turn_id: str) -> bool:
+        """Whether rows of the turn are in the window."""
+        return any(m.turn_id == turn_id for m in self.rows)
 
     def size(self, msg: MessageRecord) -> int:
         return _once(self.sizes, msg, _size)
@@ -236,7 +283,7 @@ class HistoryWindows:
         self.messages = messages
         self.budget = budget_chars
         self.max_bytes = max_bytes
-        self._windows: OrderedDict[str, _Window] = OrderedDict()
+        self._windows: OrderedDict[str, Window] = OrderedDict()
         self._bytes = 0  # of every cached window
 
     @property
@@ -249,20 +296,30 @@ class HistoryWindows:
 
     async def load(self, session_id: str, epoch: int) -> list[MessageRecord]:
         """The session's newest whole turns within the budget, oldest first (a copy the caller owns)."""
+        taken = self.take(session_id)
+        since = taken.since if taken is not None else None
+        read = await self.messages.store.read(lambda db: read_window(db, session_id, epoch, since, self.budget))
+        return self.settle(session_id, taken, read)
+
+    def take(self, session_id: str) -> Window | None:
+        """The session's cached window, out of the cache until `settle` puts it back: while the store reads
+        what came after it, no other load tops it up and no eviction drops it."""
         window = self._windows.pop(session_id, None)
         if window is not None:
             self._bytes -= window.nbytes
-            if window.epoch == epoch:
-                window = await self._top_up(session_id, window)
-        if window is None or window.epoch != epoch:
-            summary = await self.messages.latest_summary(session_id, epoch)
-            budget = self._budget(summary)
-            # recent_within reads one turn past the budget when there is more, so a cut here says
-            # unsummarised rows were left out
-            read = await self.messages.recent_within(session_id, epoch, budget, covered_to(summary))
-            window = _Window(epoch, summary, last_id=(summary.id or 0) if summary else 0,
-                             nbytes=_bytes(summary) if summary else 0)
-            window.extend(read, budget)
+        return window
+
+    def settle(self, session_id: str, taken: Window | None, read: WindowRead) -> list[MessageRecord]:
+        """The session's window back in the cache: `taken` (from `take`) with the rows `read` after it, or
+        the window `read` whole. Returns its rows, oldest first (a copy the caller owns)."""
+        if read.whole or taken is None:
+            window = Window(read.epoch, read.summary, last_id=(read.summary.id or 0) if read.summary else 0,
+                            nbytes=_bytes(read.summary) if read.summary else 0)
+        else:
+            window = taken
+        window.extend(read.rows, self._budget(window.summary))
+        if (replaced := self._windows.pop(session_id, None)) is not None:  # two loads of one session at once
+            self._bytes -= replaced.nbytes
         self._windows[session_id] = window
         self._bytes += window.nbytes
         while self._bytes > self.max_bytes and len(self._windows) > 1:
@@ -270,17 +327,8 @@ class HistoryWindows:
             self._bytes -= evicted.nbytes
         return list(window.rows)
 
-    async def _top_up(self, session_id: str, window: _Window) -> _Window | None:
-        """The cached window with the rows written since; None when a new summary arrived (compaction
-        ran: the window is read again, to start after what the summary covers)."""
-        new = await self.messages.after(session_id, window.epoch, window.last_id)
-        if any(m.role == "summary" for m in new):
-            return None
-        window.extend(new, self._budget(window.summary))
-        return window
-
     def _budget(self, summary: MessageRecord | None) -> int:
-        return max(0, self.budget - (_size(summary) if summary is not None else 0))
+        return window_budget(self.budget, summary)
 
     def view(self, session_id: str, rows: list[MessageRecord]) -> list[ChatMessage]:
         """The latest summary, then `fit_history` of `rows`, converting each stored row once per window
@@ -324,24 +372,6 @@ class HistoryWindows:
         """The summary the session's window starts with (after `load`)."""
         window = self._windows.get(session_id)
         return window.summary if window is not None else None
-
-
-RECENT_TURNS = 2  # toolsets used this many turns back stay selected (follow-ups like "yes, send it")
-
-
-def recent_toolsets(rows: list[MessageRecord], current_turn: str, toolset_of: dict[str, str]) -> list[str]:
-    """Toolsets (by `toolset_of` tool name) whose tools were called in the last RECENT_TURNS turns of
-    `rows` before `current_turn`."""
-    turns: set[str] = set()
-    used: set[str] = set()
-    for m in reversed(rows):  # newest first; stop once past the turns that count
-        if m.turn_id != current_turn and m.turn_id not in turns:
-            if len(turns) == RECENT_TURNS:
-                break
-            turns.add(m.turn_id)
-        if m.role == "tool" and m.turn_id != current_turn and m.tool_name in toolset_of:
-            used.add(toolset_of[m.tool_name])
-    return sorted(used)
 
 
 UNKNOWN_OUTCOME = ("Outcome unknown: the process stopped while this ran. It was not run again; check whether "

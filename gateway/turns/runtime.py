@@ -26,18 +26,19 @@ from gateway.config import Config
 from gateway.limits import inbound_too_long
 from gateway.llm.types import ChatMessage, ModelClient, ModelCutOff, ModelUnavailable, ToolSchema
 from gateway.outbox import OutboxService
-from gateway.selection.selector import select_toolsets, tools_for
+from gateway.selection.selector import recent_toolsets, select_toolsets, tools_for
 from gateway.services.media import Media
 from gateway.surfaces.base import Surface
 from gateway.turns.compaction import Compactor
-from gateway.turns.history import HistoryWindows, recent_toolsets, to_chat
+from gateway.turns.history import HistoryWindows, to_chat
 from gateway.turns.lanes import Lanes
 from gateway.turns.live_reply import LiveReply
+from gateway.turns.opening import Opening, SessionKey, open_turn
 from gateway.turns.prompt import system_prompt
 from gateway.turns.reply_calls import TurnCalls
 from gateway.turns.tool_call import ToolCaller
 from gateway.turns.tool_context import TurnContext
-from gateway.turns.writes import turn_end, turn_start
+from gateway.turns.writes import Unwritten, turn_end, turn_step
 from store.audit import Audit
 from store.db import Store
 from store.inbound import InboundLog
@@ -79,7 +80,7 @@ class Runtime:
         self.sessions = Sessions(store)
         self.messages = Messages(store)
         self.windows = HistoryWindows(self.messages, config.runtime.context_budget)
-        self.compactor = Compactor(self.messages, self.windows, model)
+        self.compactor = Compactor(self.sessions, self.messages, self.windows, model)
         self.inbound_log = InboundLog(store)
         self.media = Media(config, services.get("artifacts"), services.get("speech"))
         self._lanes = Lanes(store)
@@ -157,36 +158,40 @@ class Runtime:
             for notice, key in answer.notices:
                 await self.outbox.enqueue(notice, key)
             return False
-        session = await self.sessions.get_or_create(sid, inbound.origin, inbound.user_key)
         too_long = inbound_too_long(inbound.text)
-        if too_long:  # refused whole: a cut message could mean something else than what was sent
-            await self.reply(inbound.origin, too_long, f"{turn_id}:too-long")
-            return False
-        if inbound.text.startswith("/") and self.commands is not None:
-            answer = await self.commands(inbound, session)
-            if isinstance(answer, Outbound):
-                await self.outbox.enqueue(answer, f"{turn_id}:command")
+        commands = self.commands if inbound.text.startswith("/") else None
+        # The usual turn (plain text) gets or creates its session in the trip that opens it (`model_turn`).
+        session: SessionRecord | SessionKey = SessionKey(sid, inbound.origin, inbound.user_key)
+        if too_long or commands is not None or inbound.attachments:
+            session = record = await self.sessions.get_or_create(sid, inbound.origin, inbound.user_key)
+            if too_long:  # refused whole: a cut message could mean something else than what was sent
+                await self.reply(inbound.origin, too_long, f"{turn_id}:too-long")
                 return False
-            if answer is not None:
-                await self.reply(inbound.origin, answer, f"{turn_id}:command")
-                return False
+            if commands is not None:
+                answer = await commands(inbound, record)
+                if isinstance(answer, Outbound):
+                    await self.outbox.enqueue(answer, f"{turn_id}:command")
+                    return False
+                if answer is not None:
+                    await self.reply(inbound.origin, answer, f"{turn_id}:command")
+                    return False
         surface = self.surfaces.get(inbound.surface)
         progress = surface.progress(inbound.origin, inbound.platform_message_id) if surface else contextlib.nullcontext()
         live = self._live(inbound.origin, f"{turn_id}:reply")
         async with progress, _abandoned_on_error(live):
-            prepared = await self.media.prepare(inbound, session.id, session.user_key, turn_id)
+            prepared = await self.media.prepare(inbound, sid, session.user_key, turn_id)
             for index, notice in enumerate(prepared.notices):
                 await self.reply(inbound.origin, notice, f"{turn_id}:media:{index}")
             if prepared.empty:
                 return False
             if live is not None:
                 live.prefix = prepared.heard
-            answer: list[MessageRecord] = []
+            answer = Unwritten()
             text = await self.model_turn(session, turn_id, user_text=prepared.text, images=prepared.images,
                                          has_attachments=bool(inbound.attachments), live=live, unstored=answer)
         outbox_id = await self._answer(inbound.origin, text, f"{turn_id}:reply", live, prepared.heard, answer, queue_id)
         if outbox_id is not None:
-            self._compact_after(session, outbox_id)
+            self._compact_after(sid, outbox_id)
         return True
 
     async def _follow_up(self, session_id: str, event: str, dedupe: str, tainted_by: list[str]) -> None:
@@ -195,17 +200,17 @@ class Runtime:
             if session is None:
                 return
             live = self._live(session.origin, f"{dedupe}:reply")
-            answer: list[MessageRecord] = []
+            answer = Unwritten()
             async with _abandoned_on_error(live):
                 text = await self.model_turn(session, dedupe, event=event, live=live, tainted_by=tainted_by,
                                              unstored=answer)
             outbox_id = await self._answer(session.origin, text, f"{dedupe}:reply", live, "", answer)
             if outbox_id is not None:
-                self._compact_after(session, outbox_id)
+                self._compact_after(session_id, outbox_id)
 
-    def _compact_after(self, session: SessionRecord, outbox_id: int) -> None:
+    def _compact_after(self, session_id: str, outbox_id: int) -> None:
         """Summarise what left the window once the reply is delivered (off the reply's critical path)."""
-        self._turns.spawn(self.compactor.after_reply(session, self.outbox.delivered(outbox_id)))
+        self._turns.spawn(self.compactor.after_reply(session_id, self.outbox.delivered(outbox_id)))
 
     def _tool_started(self, origin: Origin, tool: str) -> None:
         surface = self.surfaces.get(origin.surface)
@@ -216,14 +221,14 @@ class Runtime:
         return await self.outbox.enqueue(Outbound(origin=origin, text=text), dedupe)
 
     async def _answer(self, origin: Origin, text: str | None, dedupe: str, live: LiveReply | None,
-                      heard: str, answer: list[MessageRecord], queue_id: int | None = None) -> int | None:
+                      heard: str, answer: Unwritten, queue_id: int | None = None) -> int | None:
         """Deliver a turn's final text (after `heard`, what a voice note said); returns its outbox row.
         Written with `put`, not `enqueue`: a turn re-run after a crash (at start-up, before the surfaces
         stream) finds the row its first run streamed into, and its final text becomes an edit of that
-        message instead of being dropped as a duplicate. The unstored `answer` and the inbound marked
-        done go in the transaction of the reply's (last) row (`turn_end`), alone if no row carries them."""
+        message instead of being dropped as a duplicate. What the turn left unwritten (`answer`) and the inbound
+        marked done go in the transaction of the reply's (last) row (`turn_end`), alone if no row carries them."""
         end = turn_end(answer, queue_id) if answer or queue_id is not None else None
-        self.messages.wrote(len(answer))
+        self.messages.wrote(len(answer.messages))
         if live is None and text:
             return await self.outbox.put(Outbound(origin=origin, text=heard + text), dedupe, end)
         outbox_id = await live.finish(text, end) if live is not None else None
@@ -264,37 +269,33 @@ class Runtime:
             return [ts for ts in toolsets if ts.name in given]
         return toolsets
 
-    async def model_turn(self, session: SessionRecord, turn_id: str, *, user_text: str | None = None,
+    async def model_turn(self, session: SessionRecord | SessionKey, turn_id: str, *, user_text: str | None = None,
                          event: str | None = None, has_attachments: bool = False,
                          exclude: set[str] = frozenset(), images: list[dict[str, Any]] | None = None,
                          only: list[Toolset] | None = None, max_rounds: int | None = None,
                          with_memory: bool = True, live: LiveReply | None = None,
                          max_tokens: int | None = None, tainted_by: list[str] = (),
-                         unstored: list[MessageRecord] | None = None) -> str | None:
-        """Run the model on the session until it answers. Returns the final text (None when the turn
-        ended by asking the user a question). With `live`, each model call streams into it.
+                         unstored: Unwritten | None = None) -> str | None:
+        """Run the model on the session (a key: got or created) until it answers. Returns the final text (None
+        when the turn ended by asking the user a question). With `live`, each model call streams into it.
 
         `only` gives the turn exactly these toolsets, all loaded (a subagent's, already limited to what
         its user may use); `with_memory=False` leaves the user's memory out of the system prompt;
         `max_tokens` stops the turn once its model calls have used that many tokens (in + out);
         `tainted_by` names outside content the turn counts as read from the start (what a subagent's
-        parent had read: its task text may carry it); a list given as `unstored` receives the model's
-        final message instead of the store (written with the reply: `gateway.turns.writes`)."""
+        parent had read: its task text may carry it); `unstored` receives what the turn left unwritten (its
+        final message, the selection record) for the caller's reply to carry; else it is written here."""
         role = await self.access.role_of(session.user_key)
         if role is None:  # revoked since the turn was queued (a follow-up, an automation): nothing runs
             log.info("turn_refused session=%s reason=no_access", session.id)
             return None
-        rows = await self.windows.load(session.id, session.epoch)
+        opened, rows = await open_turn(self.messages, self.windows, session,
+                                       Opening.of(turn_id, user_text, event, images, tainted_by, with_memory))
+        session = opened.session
         mine = [m for m in rows if m.turn_id == turn_id]  # a re-run after a crash: continue, don't repeat
         if mine and mine[-1].role == "assistant" and not mine[-1].tool_calls:
             return mine[-1].content  # answered before the crash: deliver that answer
-        new = None if mine else MessageRecord(
-            session_id=session.id, epoch=session.epoch, turn_id=turn_id, role="user" if user_text is not None else "event",
-            content=user_text if user_text is not None else (event or ""), user_key=session.user_key,
-            meta={**({"images": images} if images else {}), **({"external": list(tainted_by)} if tainted_by else {})})
         if self.model is None:
-            if new is not None:
-                await self.messages.add(new)
             return (f"No model is configured yet. Set [model] base_url and model in {self.config.source} "
                     f"(and put the API key in ${self.config.model.api_key_env}); slash commands work meanwhile: /help")
         available = await self.within_session(
@@ -303,26 +304,22 @@ class Runtime:
         selection = select_toolsets(user_text or event or "", has_attachments=has_attachments,
                                     recent=recent_toolsets(rows, turn_id, self._tool_toolset), pins=pins,
                                     available=available)
-        chosen = selection.model_dump()
-        # Interrupted calls are finished first (one may have written memory): then memory is read after.
-        interrupted = bool(mine) and mine[-1].role in ("assistant", "tool")
-        read_memory = with_memory and not interrupted
-        start = turn_start(new, session.id, chosen if chosen != session.last_selection else None,
-                           session.user_key if read_memory else None)
-        entries = None
-        if start is not None:
-            self.messages.wrote(new is not None)
-            entries = await self.store.write(start)
-        if new is not None:
-            rows.append(new)
+        due = unstored if unstored is not None else Unwritten()
+        if (chosen := selection.model_dump()) != session.last_selection:
+            due.selection = (session.id, chosen)  # goes with the turn's next write
+        if opened.new is not None:
+            rows.append(opened.new)
         ctx = TurnContext(store=self.store, user_key=session.user_key, session_id=session.id, origin=session.origin,
                           tz=self.config.tz, turn_id=turn_id, services=self.services, enqueue=self.outbox.enqueue,
                           available={ts.name: ts for ts in available}, loaded=set(selection.names),
                           has_buttons=self._has_buttons(session.surface), guest=role == "guest",
                           external_sources=self.windows.external_sources(session.id, rows))
         loader = loader_tool(available)
+        # Interrupted calls are finished first (one may have written memory): memory is read again after.
+        interrupted = bool(mine) and mine[-1].role in ("assistant", "tool")
         if interrupted:
             rows += await self.calls.finish_interrupted(ctx, session, mine, loader)
+        entries = None if interrupted else opened.memory
         max_memory = self.config.runtime.memory_max_chars
         memory = "" if not with_memory else memory_block(entries, max_memory) if entries is not None else \
             await memory_prompt(self.store, session.user_key, max_memory)
@@ -330,7 +327,18 @@ class Runtime:
             if "skills" in ctx.available else ""
         convo = [system_prompt(ctx.now(), session.surface, memory, self.config.runtime.instructions, skills)]
         convo += self.windows.view(session.id, rows)
-        rounds = max_rounds or self.config.runtime.max_tool_rounds
+        text = await self._converse(session, ctx, convo, due, available=available, loader=loader, live=live,
+                                    rounds=max_rounds or self.config.runtime.max_tool_rounds, max_tokens=max_tokens)
+        if unstored is None and due:  # no reply of the caller's carries what the turn left: written now
+            self.messages.wrote(len(due.messages))
+            await self.store.write(turn_end(due, None))
+        return text
+
+    async def _converse(self, session: SessionRecord, ctx: TurnContext, convo: list[ChatMessage], due: Unwritten, *,
+                        available: list[Toolset], loader: Tool, live: LiveReply | None, rounds: int,
+                        max_tokens: int | None) -> str | None:
+        """`model_turn`'s calls to the model, each followed by its tool calls, until it answers; its final
+        message is left in `due` (a message calling tools is written at once, with `due`'s selection)."""
         spent = 0
         for _ in range(rounds):
             if max_tokens is not None and spent >= max_tokens:
@@ -354,17 +362,18 @@ class Runtime:
                     note = str(exc) if isinstance(exc, ModelCutOff) else f"the reply was cut off: {exc}"
                     return f"{live.text.rstrip()}\n\n⚠️ {note}"
                 return f"⚠️ {exc}"
-            assistant = MessageRecord(session_id=session.id, epoch=session.epoch, turn_id=turn_id, role="assistant",
-                                      content=reply.text, tool_calls=reply.tool_calls, user_key=session.user_key,
+            assistant = MessageRecord(session_id=session.id, epoch=session.epoch, turn_id=ctx.turn_id,
+                                      role="assistant", content=reply.text, tool_calls=reply.tool_calls,
+                                      user_key=session.user_key,
                                       meta={"usage": reply.usage.model_dump(), "model": reply.model})
-            if reply.tool_calls or unstored is None:
-                await self.messages.add(assistant)
-            else:
-                unstored.append(assistant)
             convo.append(to_chat(assistant))
-            spent += reply.usage.input_tokens + reply.usage.output_tokens
             if not reply.tool_calls:
+                due.messages.append(assistant)
                 return reply.text
+            self.messages.wrote()
+            await self.store.write(turn_step(assistant, due.selection))
+            due.selection = None
+            spent += reply.usage.input_tokens + reply.usage.output_tokens
             for call in reply.tool_calls:
                 _, visible = await self.calls.run(ctx, session, call, loader)
                 convo.append(ChatMessage(role="tool", content=visible, tool_call_id=call.id, name=call.name))
