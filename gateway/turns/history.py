@@ -317,7 +317,7 @@ class HistoryWindows:
                             nbytes=_bytes(read.summary) if read.summary else 0)
         else:
             window = taken
-        window.extend(read.rows, self._budget(window.summary))
+        window.extend(read.rows, window_budget(self.budget, window.summary))
         if (replaced := self._windows.pop(session_id, None)) is not None:  # two loads of one session at once
             self._bytes -= replaced.nbytes
         self._windows[session_id] = window
@@ -327,9 +327,6 @@ class HistoryWindows:
             self._bytes -= evicted.nbytes
         return list(window.rows)
 
-    def _budget(self, summary: MessageRecord | None) -> int:
-        return window_budget(self.budget, summary)
-
     def view(self, session_id: str, rows: list[MessageRecord]) -> list[ChatMessage]:
         """The latest summary, then `fit_history` of `rows`, converting each stored row once per window
         rather than per turn."""
@@ -337,7 +334,7 @@ class HistoryWindows:
         if window is None:
             return fit_history(rows, self.budget)
         head = [window.chat(window.summary)] if window.summary is not None else []
-        budget = self._budget(window.summary)
+        budget = window_budget(self.budget, window.summary)
         n = len(window.rows)
         if _extends(rows, window.rows):  # the window, then this turn's rows
             tail = rows[n:]

@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from gateway.outbox import OutboxService
@@ -145,3 +145,14 @@ class LiveReply:
             log.debug("live_reply_write key=%s parts=%d partial=%s chars=%d", self.dedupe, len(parts), partial,
                       len(text))
         return bool(changed)
+
+
+@contextlib.asynccontextmanager
+async def abandoned_on_error(live: LiveReply | None) -> AsyncIterator[None]:
+    """A turn that fails stops its live reply's writing (the failure is reported on its own)."""
+    try:
+        yield
+    except BaseException:
+        if live is not None:
+            live.abandon()
+        raise

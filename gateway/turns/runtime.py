@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from gateway import checkpoints
@@ -32,7 +32,7 @@ from gateway.surfaces.base import Surface
 from gateway.turns.compaction import Compactor
 from gateway.turns.history import HistoryWindows, to_chat
 from gateway.turns.lanes import Lanes
-from gateway.turns.live_reply import LiveReply
+from gateway.turns.live_reply import LiveReply, abandoned_on_error
 from gateway.turns.opening import Opening, SessionKey, open_turn
 from gateway.turns.prompt import system_prompt
 from gateway.turns.reply_calls import TurnCalls
@@ -178,7 +178,7 @@ class Runtime:
         surface = self.surfaces.get(inbound.surface)
         progress = surface.progress(inbound.origin, inbound.platform_message_id) if surface else contextlib.nullcontext()
         live = self._live(inbound.origin, f"{turn_id}:reply")
-        async with progress, _abandoned_on_error(live):
+        async with progress, abandoned_on_error(live):
             prepared = await self.media.prepare(inbound, sid, session.user_key, turn_id)
             for index, notice in enumerate(prepared.notices):
                 await self.reply(inbound.origin, notice, f"{turn_id}:media:{index}")
@@ -201,7 +201,7 @@ class Runtime:
                 return
             live = self._live(session.origin, f"{dedupe}:reply")
             answer = Unwritten()
-            async with _abandoned_on_error(live):
+            async with abandoned_on_error(live):
                 text = await self.model_turn(session, dedupe, event=event, live=live, tainted_by=tainted_by,
                                              unstored=answer)
             outbox_id = await self._answer(session.origin, text, f"{dedupe}:reply", live, "", answer)
@@ -396,14 +396,3 @@ class Runtime:
         if cached is None or cached[0] is not tool:
             cached = self._schemas[tool.name] = (tool, ToolSchema(**tool.schema()))
         return cached[1]
-
-
-@contextlib.asynccontextmanager
-async def _abandoned_on_error(live: LiveReply | None) -> AsyncIterator[None]:
-    """A turn that fails stops its live reply's writing (the failure is reported on its own)."""
-    try:
-        yield
-    except BaseException:
-        if live is not None:
-            live.abandon()
-        raise
