@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from datetime import timedelta
 from typing import Any
 
+from gateway import checkpoints
 from gateway.surfaces.base import DeliveryError, Surface
 from store.db import Store
 from store.outbox import Due, Outbox
@@ -248,6 +249,7 @@ class OutboxService:
         self._sending[surface.name].discard(item.id)
         if edit_id is None and not marked:  # a new message: a crash from here until its outcome is recorded
             await self.repo.mark_sending(item.id)  # leaves it in doubt
+        await checkpoints.reached("outbox.before_send")
         try:
             platform_id = await surface.deliver(item, edit_id)
         except DeliveryError as exc:
