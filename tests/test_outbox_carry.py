@@ -48,9 +48,13 @@ async def delivery(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIter
     async with Store(tmp_path / "anyy.db") as store:
         outbox = OutboxService(store)
         outbox.start({"console": ConsoleSurface(out=out)})
-        await outbox.wait_idle()
+        await idle(outbox)
         yield outbox, out, trips
         await outbox.stop()
+
+
+async def idle(outbox: OutboxService) -> None:
+    await asyncio.wait_for(outbox.wait_idle(), 10)
 
 
 async def row(outbox: OutboxService, item_id: int) -> tuple[str, str | None]:
@@ -64,7 +68,7 @@ async def test_a_reply_to_an_idle_dispatcher_is_written_and_handed_over_in_one_r
     for n, text in enumerate(["Hello.", "And hello again."]):
         trips.count = 0
         item_id = await outbox.put(Outbound(origin=ORIGIN, text=text), f"reply-{n}")
-        await outbox.wait_idle()
+        await idle(outbox)
         assert trips.count == 2  # the write with the dispatcher's query, then the delivery recorded
         assert await row(outbox, item_id) == ("sent", None)
     assert out.getvalue().split("\n").count("Hello.") == 1 and "And hello again." in out.getvalue()
@@ -78,10 +82,10 @@ async def test_a_failed_write_brings_nothing_and_the_next_reply_still_goes_in_on
 
     with pytest.raises(RuntimeError):
         await outbox.put(Outbound(origin=ORIGIN, text="Never written."), "reply-1", refuse)
-    await outbox.wait_idle()
+    await idle(outbox)
     trips.count = 0
     item_id = await outbox.put(Outbound(origin=ORIGIN, text="Written."), "reply-2")
-    await outbox.wait_idle()
+    await idle(outbox)
     assert trips.count == 2
     assert await row(outbox, item_id) == ("sent", None)
     assert "Never written." not in out.getvalue() and "Written." in out.getvalue()
@@ -103,7 +107,7 @@ async def test_a_reply_whose_writer_was_cancelled_mid_write_is_still_delivered_o
     with pytest.raises(asyncio.CancelledError):
         await writer
     release.set()
-    await asyncio.wait_for(outbox.wait_idle(), 10)
+    await idle(outbox)
     [item] = await outbox.repo.due("console") or [None]
     assert item is None  # nothing left pending
     assert out.getvalue().count("Still here.") == 1
