@@ -8,7 +8,8 @@ was delivered and then rewritten (a streamed reply, `put`) is delivered as an ed
 A chat's rows go out one after another in row order (its lane); different chats' lanes run side by side,
 so one slow or rate-limited chat never holds up the others, and a backlog over many chats drains as fast
 as the platform allows (the platform's own pacing is the surface's: Telegram's `FloodLimiter`). A row is
-in at most one lane at a time; the dispatcher fetches more while fewer than `MAX_IN_FLIGHT` are.
+in at most one lane at a time; the dispatcher fetches more while fewer than `MAX_IN_FLIGHT` are. A reply
+written while its dispatcher is idle brings the dispatcher's query along in its own transaction (`put`).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ IDLE_POLL_S = 3.0
 BATCH = 50
 MAX_IN_FLIGHT = 128  # rows handed to lanes and not yet delivered, per surface
 COALESCE_S = 0.01
+CARRIED = min(BATCH, MAX_IN_FLIGHT)  # rows a query brought along by a write asks for (the lanes are empty)
 
 
 def backoff_s(attempts: int, retry_after: float | None) -> float:
@@ -81,10 +83,10 @@ class OutboxService:
             self.wake(surface)
             return item_id
         token = self._carrying[surface] = object()
+        query = self.repo.due_query(surface, CARRIED, {}, frozenset())  # no lane busy, none handed
         due: Due | None = None
         try:
-            item_id, due = await self.repo.put_then(outbound, dedupe_key, along,
-                                                    self.repo.due_query(surface, min(BATCH, MAX_IN_FLIGHT), {}, frozenset()))
+            item_id, due = await self.repo.put_then(outbound, dedupe_key, along, query)
         finally:
             # Cancelled or failed, the query's answer is lost (its rows may stay marked in doubt): the
             # dispatcher asks again. The same after a restart of the dispatchers meanwhile (`start`).
@@ -175,7 +177,7 @@ class OutboxService:
                 try:
                     carried = self._carried.pop(name, None)
                     if carried is not None:  # a write brought this query along (`put`)
-                        more = self._take(name, lanes, carried, min(BATCH, MAX_IN_FLIGHT))
+                        more = self._take(name, lanes, carried, CARRIED)
                     # While a write brings the query along, the dispatcher does not ask (`look` waits for
                     # the write's answer, which wakes this loop).
                     if look and lanes.in_flight and self._carrying[name] is None:

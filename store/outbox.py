@@ -23,9 +23,10 @@ from store.leases import lease_until
 from store.records import Outbound, OutboxItem, iso, row_to, utcnow
 from store.tables import Database
 
+T = TypeVar("T")
+
 _INSERT = ("INSERT INTO outbox (dedupe_key, surface, chat_id, thread_id, payload, state, created_at)"
            " VALUES (?, ?, ?, ?, ?, 'pending', ?) ON CONFLICT DO NOTHING RETURNING id")
-T = TypeVar("T")
 _CLEAR = "sending_at = NULL, owner = NULL, lease_until = NULL"  # an outcome recorded ends the claim
 
 

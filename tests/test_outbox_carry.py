@@ -41,7 +41,8 @@ class Trips:
 
 
 @pytest.fixture
-async def delivery(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[tuple[OutboxService, io.StringIO, Trips]]:
+async def delivery(tmp_path: Path,
+                   monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[tuple[OutboxService, io.StringIO, Trips]]:
     """A started outbox on a fresh SQLite store delivering to a console; its dispatcher idle."""
     trips = Trips(monkeypatch)
     out = io.StringIO()
