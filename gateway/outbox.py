@@ -79,9 +79,10 @@ class OutboxService:
         store the dispatcher claims rows itself, as before."""
         surface = outbound.origin.surface
         if not self._may_carry(surface):
-            item_id = await self.repo.put(outbound, dedupe_key, along)
-            self.wake(surface)
-            return item_id
+            try:
+                return await self.repo.put(outbound, dedupe_key, along)
+            finally:
+                self.wake(surface)  # its caller cancelled too: the write may have gone through
         token = self._carrying[surface] = object()
         query = self.repo.due_query(surface, CARRIED, {}, frozenset())  # no lane busy, none handed
         due: Due | None = None
