@@ -70,6 +70,7 @@ class SlackSurface(Surface):
         self._bolt: AsyncApp | None = None  # kept to open a new Socket Mode connection (start_pulling)
         self._presses: set[asyncio.Task[None]] = set()
         self._posted: dict[int, list[str]] = {}  # outbox id -> ts of the parts an interrupted delivery sent
+        self._hourglasses: list[dict[str, str]] = []  # left by a dead process, for `start` to remove
 
     @property
     def http_port(self) -> int | None:
@@ -102,6 +103,8 @@ class SlackSurface(Surface):
         self._client = AsyncWebClient(token=self._bot_token, base_url=self.cfg.base_url, retry_handlers=[],
                                       logger=log, timeout=self.cfg.api_timeout_s)
         self._bot_user_id = await self._who_am_i(self._client)
+        while self._hourglasses:  # recovered turns that ended before the client existed (`progress`)
+            await _reaction(self._client.reactions_remove(**self._hourglasses.pop()), "remove")
         self._files = FileFetcher(self._bot_token, self.cfg.base_url, self._attachments_dir)
         app = AsyncApp(client=self._client, signing_secret=self._signing_secret or "", process_before_response=True,
                        logger=logging.getLogger(f"{__name__}.bolt"))
@@ -298,7 +301,8 @@ class SlackSurface(Surface):
         """An hourglass reaction on the user's message while the turn runs (Slack bots cannot type).
 
         A turn recovered at start-up runs before the surface is connected: it shows no hourglass, but the
-        process that died mid-turn may have left one, so it removes it at the end once it can."""
+        process that died mid-turn may have left one, so it removes it at the end, or, when it ended
+        before the surface started, the start removes it."""
         if platform_message_id is None:
             yield
             return
@@ -308,7 +312,9 @@ class SlackSurface(Surface):
         try:
             yield
         finally:
-            if added and self._client is not None:
+            if added and self._client is None:
+                self._hourglasses.append(target)
+            elif added:
                 # Shielded so a second cancellation of the turn cannot leave the hourglass behind.
                 await asyncio.shield(_reaction(self._client.reactions_remove(**target), "remove"))
 
