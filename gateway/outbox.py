@@ -8,8 +8,7 @@ was delivered and then rewritten (a streamed reply, `put`) is delivered as an ed
 A chat's rows go out one after another in row order (its lane); different chats' lanes run side by side,
 so one slow or rate-limited chat never holds up the others, and a backlog over many chats drains as fast
 as the platform allows (the platform's own pacing is the surface's: Telegram's `FloodLimiter`). A row is
-in at most one lane at a time; the dispatcher fetches more while fewer than `MAX_IN_FLIGHT` are. A reply
-written while its dispatcher is idle brings the dispatcher's query along in its own transaction (`put`).
+in at most one lane at a time; the dispatcher fetches more while fewer than `MAX_IN_FLIGHT` are.
 """
 
 from __future__ import annotations
@@ -26,7 +25,7 @@ from typing import Any
 from gateway import checkpoints
 from gateway.surfaces.base import DeliveryError, Surface
 from store.db import Store
-from store.outbox import Due, Outbox
+from store.outbox import Outbox
 from store.records import Outbound, OutboxItem, iso, utcnow
 
 log = logging.getLogger(__name__)
@@ -37,7 +36,6 @@ IDLE_POLL_S = 3.0
 BATCH = 50
 MAX_IN_FLIGHT = 128  # rows handed to lanes and not yet delivered, per surface
 COALESCE_S = 0.01
-CARRIED = min(BATCH, MAX_IN_FLIGHT)  # rows a query brought along by a write asks for (the lanes are empty)
 
 
 def backoff_s(attempts: int, retry_after: float | None) -> float:
@@ -57,54 +55,22 @@ class OutboxService:
         self._retrying: dict[str, set[int]] = {}  # rows waiting on a retry time, per surface
         self._sending: dict[str, set[int]] = {}  # rows `due` marked as being sent, not yet tried, per surface
         self._asked: dict[str, bool] = {}  # `wake` was called since the dispatcher last looked
-        self._parked: dict[str, bool] = {}  # the dispatcher waits for a wake with no row in a lane
-        self._carrying: dict[str, object | None] = {}  # a `put` is bringing the dispatcher's query along
-        self._carried: dict[str, Due] = {}  # what that query found, for the dispatcher to take
         self._tasks: list[asyncio.Task[None]] = []
         self._changed = asyncio.Condition()
 
     async def enqueue(self, outbound: Outbound, dedupe_key: str | None = None) -> int:
-        item_id = await self.repo.enqueue(outbound, dedupe_key)
-        self.wake(outbound.origin.surface)
-        return item_id
+        try:
+            return await self.repo.enqueue(outbound, dedupe_key)
+        finally:  # as in `put`
+            self.wake(outbound.origin.surface)
 
     async def put(self, outbound: Outbound, dedupe_key: str, along: Callable[[Any], None] | None = None) -> int:
         """Write (or rewrite) the row for `dedupe_key` and deliver it: sent, or edited if it was sent.
-        `along(db)` is written in the same transaction (`Outbox.put`).
-
-        When the surface's dispatcher is idle, the write brings the query the dispatcher would make next
-        (`Outbox.put_then`): the rows due are read, and new messages marked as being sent, in the write's
-        transaction, and handed to the dispatcher, which does not ask again. One query at a time per
-        surface (the dispatcher's own or one brought along), so no row is handed over twice. On a shared
-        store the dispatcher claims rows itself, as before."""
-        surface = outbound.origin.surface
-        if not self._may_carry(surface):
-            try:
-                return await self.repo.put(outbound, dedupe_key, along)
-            finally:
-                self.wake(surface)  # its caller cancelled too: the write may have gone through
-        token = self._carrying[surface] = object()
-        query = self.repo.due_query(surface, CARRIED, {}, frozenset())  # no lane busy, none handed
-        due: Due | None = None
+        `along(db)` is written in the same transaction (`Outbox.put`)."""
         try:
-            item_id, due = await self.repo.put_then(outbound, dedupe_key, along, query)
-        finally:
-            # Cancelled or failed, the query's answer is lost (its rows may stay marked in doubt): the
-            # dispatcher asks again. The same after a restart of the dispatchers meanwhile (`start`).
-            mine = self._carrying.get(surface) is token
-            if mine:
-                self._carrying[surface] = None
-            if mine and due is not None:
-                self._carried[surface] = due
-                self._wake[surface].set()
-            else:
-                self.wake(surface)
-        return item_id
-
-    def _may_carry(self, surface: str) -> bool:
-        """The dispatcher of `surface` is idle (waiting, nothing in its lanes, not woken, no query under way)."""
-        return (self._parked.get(surface, False) and not self._wake[surface].is_set()
-                and self._carrying[surface] is None and not self.repo.store.shared)
+            return await self.repo.put(outbound, dedupe_key, along)
+        finally:  # a caller cancelled mid-write too: the row may have been written, so look for it now
+            self.wake(outbound.origin.surface)
 
     def wake(self, surface: str) -> None:
         event = self._wake.get(surface)
@@ -122,9 +88,6 @@ class OutboxService:
             self._retrying[name] = set()
             self._sending[name] = set()
             self._asked[name] = False
-            self._parked[name] = False
-            self._carrying[name] = None
-            self._carried.pop(name, None)
             self._tasks.append(asyncio.create_task(self._dispatch(name, surface), name=f"outbox-{name}"))
 
     async def stop(self, flush_timeout_s: float = 5.0) -> None:
@@ -176,22 +139,18 @@ class OutboxService:
                 self._settled[name] = False
                 more = False
                 try:
-                    carried = self._carried.pop(name, None)
-                    if carried is not None:  # a write brought this query along (`put`)
-                        more = self._take(name, lanes, carried, CARRIED)
-                    # While a write brings the query along, the dispatcher does not ask (`look` waits for
-                    # the write's answer, which wakes this loop).
-                    if look and lanes.in_flight and self._carrying[name] is None:
+                    if look and lanes.in_flight:
                         # While lanes are busy, let the rows written in the next moment arrive and fetch
                         # them in one query.
                         await asyncio.sleep(COALESCE_S)
-                    if look and lanes.room and self._carrying[name] is None:
+                    if look and lanes.room:
                         # Rows in lanes are still pending, so they are read again (not parsed again unless
                         # rewritten): ask for that many more.
                         look = False
                         limit = min(BATCH, lanes.room) + lanes.in_flight
                         due = await self.repo.due_except(name, limit, dict(lanes.handed), lanes.busy)
-                        more = self._take(name, lanes, due, limit)
+                        self._sending[name] |= due.sending
+                        more = lanes.take(due.items) and due.read == limit
                 except asyncio.CancelledError:
                     raise
                 except Exception:  # never let one bad row stop delivery for the surface
@@ -199,28 +158,20 @@ class OutboxService:
                 if wake.is_set() or (more and lanes.room):
                     look = look or (more and lanes.room)
                     continue  # new rows arrived meanwhile, or there are more than one batch
-                if not lanes.in_flight and self._carrying[name] is None:
+                if not lanes.in_flight:
                     self._settled[name] = True
                     async with self._changed:
                         self._changed.notify_all()
                 # Rows waiting on a retry time are polled every second so retries are not late; otherwise
                 # every few seconds, to pick up rows written by another process (the CLI, `anyy chat`).
                 timeout = 1.0 if self._retrying[name] else IDLE_POLL_S
-                self._parked[name] = not lanes.in_flight
                 try:
                     async with asyncio.timeout(timeout):  # no task per wait, as wait_for makes one
                         await wake.wait()
                 except TimeoutError:
                     look = True
-                finally:
-                    self._parked[name] = False
         finally:
             await lanes.cancel()
-
-    def _take(self, name: str, lanes: _Lanes, due: Due, limit: int) -> bool:
-        """Hand a query's rows to the lanes; True when there may be more than it read."""
-        self._sending[name] |= due.sending
-        return lanes.take(due.items) and due.read == limit
 
     async def _deliver_one(self, surface: Surface, item: OutboxItem) -> bool:
         """`_deliver`; False when the row may still be pending (the dispatcher looks again)."""

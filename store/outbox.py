@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -22,8 +22,6 @@ from store.db import Store
 from store.leases import lease_until
 from store.records import Outbound, OutboxItem, iso, row_to, utcnow
 from store.tables import Database
-
-T = TypeVar("T")
 
 _INSERT = ("INSERT INTO outbox (dedupe_key, surface, chat_id, thread_id, payload, state, created_at)"
            " VALUES (?, ?, ?, ?, ?, 'pending', ?) ON CONFLICT DO NOTHING RETURNING id")
@@ -70,18 +68,11 @@ class Outbox:
         """Make `outbound` the content of the row for `dedupe_key` (`put_outbound`). `along(db)` runs in
         the same transaction, first: what the reply records besides itself (the answer it carries, its
         inbound marked done), so a turn's end costs one round trip and is all or nothing."""
-        return (await self.put_then(outbound, dedupe_key, along, None))[0]
 
-    async def put_then(self, outbound: Outbound, dedupe_key: str, along: Callable[[Any], None] | None,
-                       then: Callable[[Any], T] | None) -> tuple[int, T | None]:
-        """`put`, and `then(db)` after it in the same transaction (the dispatcher's query, `due_query`: the
-        write that wakes a dispatcher brings what it would ask next, saving it a round trip)."""
-
-        def op(db: Database) -> tuple[int, T | None]:
+        def op(db: Database) -> int:
             if along is not None:
                 along(db)
-            item_id = put_outbound(db, outbound, dedupe_key)
-            return item_id, then(db) if then is not None else None
+            return put_outbound(db, outbound, dedupe_key)
 
         return await self.store.write(op)
 
@@ -105,12 +96,6 @@ class Outbox:
         returned unless rewritten since. With `busy` (the chats whose lanes are delivering), the first
         new message of each other chat is marked as being sent in the same transaction (`mark_sending`: it goes out
         next, so the dispatcher saves that round trip)."""
-        return await self.store.run(self.due_query(surface, limit, handed, busy))
-
-    def due_query(self, surface: str, limit: int, handed: Mapping[int, int],
-                  busy: frozenset[str] | None = None) -> Callable[[Database], Due]:
-        """`due_except` as a function for the store's thread, to run in another call's transaction (it
-        may run twice there: it builds its answer afresh each time)."""
         def op(db: Database) -> Due:
             rows = self._claim(db, surface, limit) if self.store.shared else db.execute_returning_dicts(
                 "SELECT * FROM outbox WHERE state = 'pending' AND surface = ?"
@@ -133,7 +118,7 @@ class Outbox:
                 db.execute(f"UPDATE outbox SET sending_at = ? WHERE id IN ({marks})", [iso(utcnow()), *due.sending])
             return due
 
-        return op
+        return await self.store.run(op)
 
     def _claim(self, db: Database, surface: str, limit: int) -> list[dict[str, Any]]:
         now, me = self.store.now(), self.store.owner

@@ -33,12 +33,6 @@ class Trips:
         with self._lock:
             return len({n for t, n in self.seen if t is task})
 
-    @property
-    def count(self) -> int:
-        """How many round trips were made so far, whoever asked."""
-        with self._lock:
-            return len({n for _, n in self.seen})
-
     def _add(self, task: asyncio.Task[Any] | None, number: int) -> None:
         with self._lock:
             self.seen.add((task, number))
