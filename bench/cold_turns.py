@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from peers import WARMUP_TURNS, Driver, pct  # noqa: E402
+from peers import WARMUP_TURNS, Driver, pct
 
 
 def main() -> None:

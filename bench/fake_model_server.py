@@ -25,11 +25,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from aiohttp import web  # noqa: E402
+from aiohttp import web
 
-from tests.fixtures.model import FakeModel, start_fake_model  # noqa: E402
-from tests.support.model_stream import Pace  # noqa: E402
-from tests.support.model_wire import Step, last_user_text, reply, tool_call  # noqa: E402
+from tests.fixtures.model import FakeModel, start_fake_model
+from tests.support.model_stream import Pace
+from tests.support.model_wire import Step, last_user_text, reply, tool_call
 
 
 def by_rule(body: dict[str, Any]) -> Step:

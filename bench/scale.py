@@ -25,12 +25,12 @@ from zoneinfo import ZoneInfo
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from gateway.automations.scheduler import AutomationService  # noqa: E402
-from store.db import Store  # noqa: E402
-from store.outbox import Outbox  # noqa: E402
-from store.records import Origin, Outbound, parse_iso, utcnow  # noqa: E402
-from tests.support.postgres import PgCluster, pg_bin  # noqa: E402
-from toolsets.schedule import Once, Reminder  # noqa: E402
+from gateway.automations.scheduler import AutomationService
+from store.db import Store
+from store.outbox import Outbox
+from store.records import Origin, Outbound, parse_iso, utcnow
+from tests.support.postgres import PgCluster, pg_bin
+from toolsets.schedule import Once, Reminder
 
 TZ = ZoneInfo("UTC")
 CHAT = Origin(surface="telegram", chat_id="100")

@@ -28,13 +28,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from gateway.app import Gateway  # noqa: E402
-from gateway.config import parse_config  # noqa: E402
-from gateway.surfaces.telegram import TelegramSurface  # noqa: E402
-from tests.fixtures.model import reply, start_fake_model  # noqa: E402
-from tests.fixtures.telegram import FakeTelegram  # noqa: E402
-from tests.support.model_stream import Pace  # noqa: E402
-from tests.support.telegram_api import OWNER_ID, FakeBot  # noqa: E402
+from gateway.app import Gateway
+from gateway.config import parse_config
+from gateway.surfaces.telegram import TelegramSurface
+from tests.fixtures.model import reply, start_fake_model
+from tests.fixtures.telegram import FakeTelegram
+from tests.support.model_stream import Pace
+from tests.support.telegram_api import OWNER_ID, FakeBot
 
 SENTENCES = ["Streaming shows the answer while the model is still writing it.",
              "A long reply on a phone is then readable almost at once.",

@@ -42,8 +42,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.fixtures.telegram import FakeTelegram  # noqa: E402
-from tests.support.telegram_api import Call, FakeBot  # noqa: E402
+from tests.fixtures.telegram import FakeTelegram
+from tests.support.telegram_api import Call, FakeBot
 
 ROOT = Path(__file__).resolve().parent.parent
 FIRST_USER = 200_000

@@ -30,10 +30,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from gateway.app import Gateway  # noqa: E402
-from gateway.config import parse_config  # noqa: E402
-from gateway.llm import make_client  # noqa: E402
-from gateway.surfaces.console import ConsoleSurface  # noqa: E402
+from gateway.app import Gateway
+from gateway.config import parse_config
+from gateway.llm import make_client
+from gateway.surfaces.console import ConsoleSurface
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import xml.etree.ElementTree as ET  # expat in Python >= 3.11 refuses entity-expansion bombs
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import httpx
 
@@ -255,4 +255,4 @@ class CalDAV:
 
 
 def _utc(dt: datetime) -> str:
-    return dt.astimezone(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return dt.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")

@@ -130,7 +130,7 @@ class Desktop:
         try:
             # Xvfb writes the display number once it accepts connections, or exits (display taken, ...).
             ready = await asyncio.wait_for(asyncio.to_thread(_read_line, read_fd), s.timeout_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             ready = ""
         finally:
             os.close(read_fd)
@@ -158,7 +158,7 @@ class Desktop:
         proc.terminate()
         try:
             await asyncio.wait_for(proc.wait(), self.settings.timeout_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             proc.kill()
             await proc.wait()
         log.info("xvfb_stopped display=%s", self.display)
@@ -245,7 +245,7 @@ class Desktop:
             raise DesktopError("xdotool not found: apt-get install xdotool") from None
         try:
             out, err = await asyncio.wait_for(proc.communicate(), timeout_s or self.settings.timeout_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             proc.kill()
             await proc.wait()
             raise DesktopError(f"xdotool {args[0]} did not finish in time; it was stopped") from None

@@ -30,7 +30,14 @@ from collections.abc import AsyncIterator
 import httpx
 
 from connectors.http1_wire import (
-    CHUNKED, UNTIL_CLOSE, body_length, chunk_size, chunked, keeps_alive, parse_head, request_head,
+    CHUNKED,
+    UNTIL_CLOSE,
+    body_length,
+    chunk_size,
+    chunked,
+    keeps_alive,
+    parse_head,
+    request_head,
 )
 
 log = logging.getLogger(__name__)
@@ -46,7 +53,7 @@ class _Connection:
     The response is parsed from `buf`, filled a socket read at a time: a burst of small chunks (a
     streamed reply's events) costs one read, not three awaited reads per chunk."""
 
-    __slots__ = ("reader", "writer", "buf", "reused", "responded", "idle_since")
+    __slots__ = ("buf", "idle_since", "reader", "responded", "reused", "writer")
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader = reader

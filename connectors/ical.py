@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import uuid
 from dataclasses import dataclass, field, replace
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
@@ -118,7 +118,7 @@ def _bounded(masters: list[icalendar.Event], start: datetime, end: datetime) -> 
         limit = recurrence.bound(comp, start, end)
         if limit is None:
             continue
-        name = f"{str(comp.get('summary', ''))!r} (id {str(comp.get('uid', ''))}, repeats {_rule_text(comp)})"
+        name = f"{str(comp.get('summary', ''))!r} (id {comp.get('uid', '')!s}, repeats {_rule_text(comp)})"
         if not limit.expandable:
             notes.append(f"{name} was not expanded: it repeats too often since {comp.start.isoformat()} to list "
                          "here; calendar_get shows it, or list a range nearer its start")
@@ -140,7 +140,7 @@ def new_event(fields: EventFields) -> Event:
     cal.add("version", "2.0")
     comp = icalendar.Event()
     comp.add("uid", str(uuid.uuid4()))
-    comp.add("created", datetime.now(timezone.utc))
+    comp.add("created", datetime.now(UTC))
     _write(comp, fields)
     cal.add_component(comp)
     return _finish(cal, comp)
@@ -164,7 +164,7 @@ def apply_changes(event: Event, fields: EventFields) -> Event:
 def _finish(cal: icalendar.Calendar, comp: icalendar.Event, *, href: str = "", etag: str = "",
             calendar: str = "") -> Event:
     """Stamp the component, add the VTIMEZONEs its TZIDs need, and read the result back."""
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     for name in ("dtstamp", "last-modified"):
         comp.pop(name, None)
         comp.add(name, now)
@@ -255,7 +255,7 @@ def _same_kind(a: EventTime, b: EventTime) -> bool:
 
 def _as_utc(value: EventTime) -> Any:
     """A value that compares by instant (aware) or by wall clock (dates and floating times)."""
-    return value.astimezone(timezone.utc) if isinstance(value, datetime) and value.tzinfo else value
+    return value.astimezone(UTC) if isinstance(value, datetime) and value.tzinfo else value
 
 
 def _length(start: EventTime, end: EventTime) -> timedelta:
@@ -265,14 +265,14 @@ def _length(start: EventTime, end: EventTime) -> timedelta:
 
 def _plus(start: EventTime, length: timedelta) -> EventTime:
     if isinstance(start, datetime) and start.tzinfo is not None:
-        return (start.astimezone(timezone.utc) + length).astimezone(start.tzinfo)
+        return (start.astimezone(UTC) + length).astimezone(start.tzinfo)
     return start + length
 
 
 def _storable(value: EventTime) -> EventTime:
     """Times whose zone has no IANA name (a bare UTC offset) are stored in UTC: a TZID needs a name."""
     if isinstance(value, datetime) and value.tzinfo is not None and not isinstance(value.tzinfo, ZoneInfo):
-        return value.astimezone(timezone.utc)
+        return value.astimezone(UTC)
     return value
 
 

@@ -100,7 +100,7 @@ class OutgoingMessage(BaseModel):
         return " ".join(value.split())  # a newline in a header would be header injection
 
     @model_validator(mode="after")
-    def _has_recipient(self) -> "OutgoingMessage":
+    def _has_recipient(self) -> OutgoingMessage:
         if not (self.to or self.cc or self.bcc):
             raise ValueError("the message has no recipients (give at least one address in to, cc or bcc)")
         return self

@@ -120,7 +120,7 @@ class Job:
         """The exit code, or None when it is still running after `timeout_s`."""
         try:
             return await asyncio.wait_for(self.proc.wait(), timeout_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return None
 
     async def write(self, data: bytes) -> None:

@@ -224,7 +224,7 @@ def _precious(target: str, workspace: str, home: str) -> bool:
         if t.endswith(suffix) and t != "/":
             t = t[: -len(suffix)] or "/"
             break
-    if t in ("", "/", "~", "$HOME", "${HOME}", ".", "..", "*", ".*") or t.startswith("~") and "/" not in t:
+    if t in ("", "/", "~", "$HOME", "${HOME}", ".", "..", "*", ".*") or (t.startswith("~") and "/" not in t):
         return True
     if re.fullmatch(r"/[^/]+", t):  # /etc, /usr, /home, ...
         return True

@@ -228,8 +228,8 @@ class Access:
 
     # -- revocation -------------------------------------------------------------------------------
 
-    async def revoke(self, surface: str, user_id: str, approvals: "ApprovalService",
-                     automations: "AutomationService") -> tuple[int, int] | None:
+    async def revoke(self, surface: str, user_id: str, approvals: ApprovalService,
+                     automations: AutomationService) -> tuple[int, int] | None:
         """Remove a paired user completely: their admission, their pending approvals (cancelled, prompts
         edited) and their automations (disabled). Returns (approvals cancelled, automations disabled),
         or None when the user was not admitted by pairing."""

@@ -162,7 +162,7 @@ class Gateway:
             await scheduler.shutdown()
         try:  # running turns finish, then the executions and follow-up turns they started
             await asyncio.wait_for(self._settle(), timeout=30)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             log.warning("shutdown_with_turns_running")  # their inbounds stay pending and re-run at start
         await self.outbox.stop()  # flush while the surfaces can still deliver
         for lease in self._pull_leases:  # handed back first: another resident starts pulling at once

@@ -94,7 +94,7 @@ class OutboxService:
         """Give pending deliveries a moment to finish, then stop. Anything left stays pending."""
         try:
             await asyncio.wait_for(self.wait_idle(), flush_timeout_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             log.warning("outbox_stop_with_pending")
         for task in self._tasks:
             task.cancel()

@@ -74,7 +74,7 @@ class Store:
         """The time by the database's clock (lease times: residents on several hosts agree on them)."""
         return utcnow() + self._skew
 
-    async def open(self) -> "Store":
+    async def open(self) -> Store:
         """Open (creating if needed) the database and apply pending migrations."""
         try:  # the SQLite file's folder; a PostgreSQL store's files (artifacts) live there too
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -175,7 +175,7 @@ class Store:
         self._worker.stop()
         self._worker = None
 
-    async def __aenter__(self) -> "Store":
+    async def __aenter__(self) -> Store:
         return await self.open()
 
     async def __aexit__(self, *exc: object) -> None:
@@ -218,7 +218,7 @@ class _Worker:
                 continue
             try:
                 result = fn()
-            except BaseException as exc:  # noqa: BLE001 - handed to the caller, as the executor did
+            except BaseException as exc:
                 _hand(loop, future, None, exc)
             else:
                 _hand(loop, future, result, None)

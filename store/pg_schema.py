@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from store.sql import advisory_key
@@ -141,7 +141,7 @@ def _baseline(db: Any) -> None:
             db.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
             db.execute("CREATE INDEX messages_trgm ON messages USING gin (content gin_trgm_ops)"
                        " WHERE role IN ('user', 'assistant', 'summary')")
-    except Exception as exc:  # noqa: BLE001 - any refusal leaves search working without the index
+    except Exception as exc:
         log.warning("pg_trgm_unavailable error=%s", type(exc).__name__)
 
 
@@ -162,7 +162,7 @@ def migrate(db: Any) -> list[str]:
                 continue
             fn(db)
             db.execute("INSERT INTO anyy_migrations (name, applied_at) VALUES (?, ?)",
-                       [name, datetime.now(timezone.utc).isoformat()])
+                       [name, datetime.now(UTC).isoformat()])
             applied.append(name)
     return applied
 

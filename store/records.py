@@ -3,19 +3,19 @@
 # No `from __future__ import annotations` here: pydantic would evaluate each field's annotation from
 # its string, a part of building these records at every start.
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 
 def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def iso(dt: datetime) -> str:
     """UTC ISO-8601 text, the one format every timestamp column uses (sorts lexically)."""
-    return dt.astimezone(timezone.utc).isoformat(timespec="microseconds")
+    return dt.astimezone(UTC).isoformat(timespec="microseconds")
 
 
 def parse_iso(text: str) -> datetime:

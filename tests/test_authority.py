@@ -11,7 +11,7 @@ import imaplib
 import logging
 import re
 from collections.abc import Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -54,7 +54,7 @@ def injected_uid(mail_servers: MailServers) -> Iterator[int]:
     """A malicious email in the shared INBOX for one test (removed afterwards, so counts elsewhere hold)."""
     with imaplib.IMAP4("127.0.0.1", mail_servers.imap_port, timeout=10) as client:
         client.login(USER, PASSWORD)
-        typ, data = client.append("INBOX", "", datetime(2025, 3, 3, 10, tzinfo=timezone.utc), INJECTED.encode())
+        typ, data = client.append("INBOX", "", datetime(2025, 3, 3, 10, tzinfo=UTC), INJECTED.encode())
         found = re.search(rb"APPENDUID \d+ (\d+)", data[0] or b"")
         assert typ == "OK" and found, data
         uid = int(found.group(1))

@@ -13,11 +13,11 @@ import pytest
 import pytest_asyncio
 
 from gateway.app import Gateway
+from gateway.surfaces.slack.events import to_press
 from store.artifacts import Artifacts
 from tests.fixtures.model import FakeModel, reply, tool_call
 from tests.fixtures.slack import FakeSlack, is_post
 from tests.support import side_effects
-from gateway.surfaces.slack.events import to_press
 from tests.support.slack_events import OWNER, STRANGER, dm, event_body, mention, press_body
 from tests.support.telegram_api import GROUP_ID, OWNER_ID, FakeBot
 

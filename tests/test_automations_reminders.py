@@ -1,6 +1,6 @@
 """/remind, /reminders and /cancel: parsing with a fixed `now`, commands against a real service."""
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -13,8 +13,8 @@ from gateway.automations.reminders import (
     remind_command,
     reminders_command,
 )
-from gateway.automations.when import WhenError
 from gateway.automations.scheduler import AutomationService
+from gateway.automations.when import WhenError
 from store.outbox import Outbox
 from store.records import Origin
 
@@ -67,9 +67,9 @@ def test_unreadable_remind_arguments(args, expected):
 
 def test_a_relative_reminder_in_the_repeated_hour_stays_exact():
     # 02:40 CET, the second pass through 02:xx on 2026-10-25: 10 minutes later is 02:50 CET, not CEST.
-    second_pass = datetime(2026, 10, 25, 1, 40, tzinfo=timezone.utc)
+    second_pass = datetime(2026, 10, 25, 1, 40, tzinfo=UTC)
     at, _ = instant("10m tea", second_pass)
-    assert at == datetime(2026, 10, 25, 1, 50, tzinfo=timezone.utc)
+    assert at == datetime(2026, 10, 25, 1, 50, tzinfo=UTC)
     # A named time of day in that hour means its first occurrence, already past: the next day's.
     at, _ = instant("02:45 tea", second_pass)
     assert at == datetime(2026, 10, 26, 2, 45, tzinfo=BERLIN)
@@ -77,7 +77,7 @@ def test_a_relative_reminder_in_the_repeated_hour_stays_exact():
 
 @pytest.fixture
 def service(store) -> AutomationService:
-    return AutomationService(store, BERLIN, Outbox(store).enqueue, clock=lambda: NOW.astimezone(timezone.utc))
+    return AutomationService(store, BERLIN, Outbox(store).enqueue, clock=lambda: NOW.astimezone(UTC))
 
 
 async def test_remind_then_list_then_cancel(service):

@@ -1,6 +1,6 @@
 """The schedule object: validation (every bad form is a clear error) and firing times, DST included."""
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -10,7 +10,7 @@ from toolsets.cron import CronError, parse_cron
 from toolsets.schedule import CANONICAL_FORMS, Cron, Interval, Once, parse_action, parse_schedule, resolve_local
 
 BERLIN = ZoneInfo("Europe/Berlin")
-UTC = timezone.utc
+UTC = UTC
 
 
 def utc(*args: int) -> datetime:

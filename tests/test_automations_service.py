@@ -7,7 +7,7 @@ it skips), never on fixed sleeps, except to let a due time pass while the servic
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -353,7 +353,7 @@ async def test_only_the_owner_sees_or_changes_an_automation(make):
 
 async def test_dst_and_past_times_with_an_injected_clock(make):
     now = datetime(2026, 3, 28, 12, 0, tzinfo=BERLIN)  # the day before the spring jump
-    service = make(clock=lambda: now.astimezone(timezone.utc))
+    service = make(clock=lambda: now.astimezone(UTC))
     daily = await service.create(ALICE, CHAT, "standup", Cron(type="every", mode="cron", cron="0 9 * * *"),
                                  reminder("standup"))
     assert daily.next_run_at == "2026-03-29T07:00:00.000000+00:00"  # 09:00 CEST

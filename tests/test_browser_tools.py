@@ -13,8 +13,8 @@ from connectors.browser import Browser, BrowserSettings, find_executable
 from connectors.web import Guard
 from gateway.access import Access
 from gateway.services.factory import VisionLimits
-from store.artifacts import Artifacts
 from store.approvals import Approvals
+from store.artifacts import Artifacts
 from store.db import Store
 from store.memory import Memory
 from tests.fixtures.browser_site import BrowserSite

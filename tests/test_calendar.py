@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import httpx
@@ -23,7 +23,7 @@ from connectors.calendar import (
 from tests.fixtures.caldav import CalDAVServer
 
 BERLIN = ZoneInfo("Europe/Berlin")
-UTC = timezone.utc
+UTC = UTC
 MARCH = (datetime(2025, 3, 1, tzinfo=BERLIN), datetime(2025, 5, 1, tzinfo=BERLIN))
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
@@ -25,7 +25,7 @@ from tests.fixtures.caldav import CalDAVServer, seed_ics
 from tests.support.context import RecordingContext
 from toolsets import calendar as cal_tools
 
-UTC = timezone.utc
+UTC = UTC
 BERLIN = ZoneInfo("Europe/Berlin")
 DAY = (datetime(2026, 12, 1, 9, tzinfo=UTC), datetime(2026, 12, 2, 9, tzinfo=UTC))
 SECONDLY = "SUMMARY:Every second\nDTSTART:20261201T080000Z\nDTEND:20261201T080001Z\nRRULE:FREQ=SECONDLY"

@@ -8,6 +8,7 @@ from tests.fixtures.model import hang
 from tests.support.cli import ANYY, SUBPROCESS_S, anyy, model_config, write_config
 from tests.support.crash import Child
 
+
 async def test_piped_chat_prints_each_reply_in_order_and_exits(tmp_path, home, model):
     cfg = model_config(tmp_path, model)
     code, out, err = await anyy("chat", "--config", cfg, env=home, stdin="hello\n/tasks\nbye\n")

@@ -2,8 +2,8 @@
 
 from store.approvals import Approvals
 from store.messages import Messages
-from store.usage import UsageRepo
 from store.records import MessageRecord, Origin
+from store.usage import UsageRepo
 from tests.fixtures.model import reply, status, tool_call
 from tests.support.model_wire import last_user_text
 from tests.support.telegram_api import OWNER_ID

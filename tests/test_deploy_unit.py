@@ -6,8 +6,6 @@ import asyncio
 import re
 from pathlib import Path
 
-import pytest
-
 DEPLOY = Path(__file__).resolve().parent.parent / "docs" / "deploy.md"
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import ssl
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from email.utils import make_msgid
 
 import pytest
@@ -176,7 +176,7 @@ def outgoing(**overrides: object) -> OutgoingMessage:
 async def test_send_delivers_exactly_the_message(mail_servers: MailServers, smtp_recorder: SmtpRecorder) -> None:
     message = outgoing()
     async with client_for(mail_servers) as client:
-        result = await client.send(message.build(datetime(2024, 3, 8, 10, 0, tzinfo=timezone.utc)))
+        result = await client.send(message.build(datetime(2024, 3, 8, 10, 0, tzinfo=UTC)))
     assert result.accepted == ["bob@example.net", "carol@example.com", "audit@example.org"]
     assert result.message_id == message.message_id and result.sent_copy == ""
     (got,) = smtp_recorder.received
@@ -196,13 +196,13 @@ async def test_send_through_a_relay_that_offers_no_auth(mail_servers: MailServer
                                                         smtp_recorder: SmtpRecorder) -> None:
     async with client_for(mail_servers, smtp_port=mail_servers.smtp_open_port, smtp_username="") as client:
         assert (await client.status()).smtp == "ok"
-        result = await client.send(outgoing(subject="Via the relay").build(datetime.now(timezone.utc)))
+        result = await client.send(outgoing(subject="Via the relay").build(datetime.now(UTC)))
     assert result.accepted == ["bob@example.net", "carol@example.com", "audit@example.org"]
     assert [r.message["Subject"] for r in smtp_recorder.received] == ["Via the relay"]
     assert smtp_recorder.logins == []
     async with client_for(mail_servers, smtp_port=mail_servers.smtp_open_port) as client:  # still set to log in
         with pytest.raises(EmailError, match='set smtp_username = ""'):
-            await client.send(outgoing().build(datetime.now(timezone.utc)))
+            await client.send(outgoing().build(datetime.now(UTC)))
     assert len(smtp_recorder.received) == 1
 
 
@@ -210,13 +210,13 @@ async def test_smtp_logs_in_with_its_own_user_name_and_password(mail_servers: Ma
                                                                 smtp_recorder: SmtpRecorder) -> None:
     async with client_for(mail_servers, smtp_username=SMTP_USER, smtp_password=SMTP_PASSWORD) as client:
         status = await client.status()  # IMAP still logs in as the mailbox's user
-        await client.send(outgoing(subject="As the mailer").build(datetime.now(timezone.utc)))
+        await client.send(outgoing(subject="As the mailer").build(datetime.now(UTC)))
     assert status.reachable and status.messages == len(SEED)
     assert smtp_recorder.logins == [SMTP_USER, SMTP_USER]
     assert [r.message["Subject"] for r in smtp_recorder.received] == ["As the mailer"]
     async with client_for(mail_servers, smtp_username=SMTP_USER) as client:  # the IMAP password is not its
         with pytest.raises(EmailError, match=f"SMTP login to 127.0.0.1:{mail_servers.smtp_port} as mailer failed"):
-            await client.send(outgoing().build(datetime.now(timezone.utc)))
+            await client.send(outgoing().build(datetime.now(UTC)))
 
 
 def test_the_email_config_carries_the_smtp_login(make_config, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -237,7 +237,7 @@ def test_the_email_config_carries_the_smtp_login(make_config, monkeypatch: pytes
 async def test_send_files_a_copy_in_the_sent_folder(mail_servers: MailServers, smtp_recorder: SmtpRecorder) -> None:
     message = outgoing(subject="Sent copy check")
     async with client_for(mail_servers, sent_folder=SENT_FOLDER) as client:
-        result = await client.send(message.build(datetime.now(timezone.utc)))
+        result = await client.send(message.build(datetime.now(UTC)))
         (copy,) = await client.search(folder=SENT_FOLDER, subject="Sent copy check")
         filed = await client.get(copy.uid, SENT_FOLDER)
     assert result.sent_copy == f"saved to {SENT_FOLDER}"
@@ -249,12 +249,12 @@ async def test_smtp_refusal_carries_the_server_reason(mail_servers: MailServers,
     smtp_recorder.refusal = "550 5.1.1 mailbox unavailable"
     async with client_for(mail_servers) as client:
         with pytest.raises(EmailError, match="refused every recipient: .*550 5.1.1 mailbox unavailable") as err:
-            await client.send(outgoing().build(datetime.now(timezone.utc)))
+            await client.send(outgoing().build(datetime.now(UTC)))
     assert not err.value.maybe_sent and smtp_recorder.received == []
 
 
 async def test_smtp_down_silent_and_bad_login_are_clear(mail_servers: MailServers, smtp_recorder: SmtpRecorder) -> None:
-    message, port = outgoing().build(datetime.now(timezone.utc)), mail_servers.closed_port
+    message, port = outgoing().build(datetime.now(UTC)), mail_servers.closed_port
     async with client_for(mail_servers, smtp_port=port) as client:
         with pytest.raises(EmailError, match=rf"SMTP server 127.0.0.1:{port} is unreachable: connection refused"):
             await client.send(message)
@@ -272,7 +272,7 @@ async def test_smtp_down_silent_and_bad_login_are_clear(mail_servers: MailServer
 async def test_smtp_over_tls(mail_servers: MailServers, smtp_recorder: SmtpRecorder, security: str) -> None:
     port = mail_servers.smtps_port if security == "ssl" else mail_servers.smtp_starttls_port
     async with client_for(mail_servers, smtp_security=security, smtp_port=port) as client:
-        await client.send(outgoing().build(datetime.now(timezone.utc)))
+        await client.send(outgoing().build(datetime.now(UTC)))
     assert len(smtp_recorder.received) == 1
 
 

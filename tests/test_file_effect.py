@@ -12,7 +12,6 @@ from store.approvals import Approvals
 from store.file_reads import FileReads
 from tests.support.host import call, pending
 
-
 pytestmark = pytest.mark.usefixtures("fake_home")  # commands run for real: never in the real home
 
 

@@ -21,7 +21,6 @@ from tests.support.listeners import record_connections
 from toolsets.base import ApprovalPolicy, Descriptor, ExecutionPolicy
 from toolsets.terminal import bash
 
-
 pytestmark = pytest.mark.usefixtures("fake_home")  # commands run here for real: never in the real home
 
 

@@ -191,7 +191,7 @@ async def test_read_only_commands_run_directly_and_are_audited(host, model, ws):
     (ws / "hello.txt").write_text("hi\n")
     result = await call(host, model, "bash", {"command": "ls"})
     assert "exit code 0" in result and "hello.txt" in result and "duration" in result
-    os.system(f"git init -q {ws}")  # noqa: S605 - a fixture repository
+    os.system(f"git init -q {ws}")
     result = await call(host, model, "bash", {"command": "git status --short"})
     assert "exit code 0" in result and "?? hello.txt" in result
     assert await pending(host) == []

@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 from pathlib import Path
 from typing import Any
@@ -16,12 +16,25 @@ import pytest
 
 from gateway.config import ConfigError, ModelConfig
 from gateway.llm import (
-    AnthropicClient, ChatMessage, ModelUnavailable, OpenAIClient, ToolCall, ToolSchema, make_client,
+    AnthropicClient,
+    ChatMessage,
+    ModelUnavailable,
+    OpenAIClient,
+    ToolCall,
+    ToolSchema,
+    make_client,
 )
 from gateway.llm.http import HttpModelClient
 from gateway.llm.retry import RetryPolicy, parse_retry_after
 from tests.fixtures.model import (
-    FakeModel, hang, malformed_args, reply, start_fake_model, status, tool_call, tool_calls,
+    FakeModel,
+    hang,
+    malformed_args,
+    reply,
+    start_fake_model,
+    status,
+    tool_call,
+    tool_calls,
 )
 from tests.support.ports import port_of, refusing_socket
 
@@ -235,7 +248,7 @@ async def test_wait_for_requests(model: FakeModel) -> None:
 
 
 def test_parse_retry_after() -> None:
-    now = datetime(2026, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
+    now = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
     assert parse_retry_after({"retry-after": "7"}) == 7.0
     assert parse_retry_after({"retry-after": format_datetime(now + timedelta(seconds=30), usegmt=True)}, now) == 30.0
     assert parse_retry_after({"retry-after": format_datetime(now - timedelta(seconds=30), usegmt=True)}, now) == 0.0

@@ -5,8 +5,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from gateway.automations.when import WhenError, parse_when
 from gateway.automations.reminders import parse_remind
+from gateway.automations.when import WhenError, parse_when
 
 BERLIN = ZoneInfo("Europe/Berlin")
 NOW = datetime(2026, 11, 30, 10, 15, 30, tzinfo=BERLIN)  # Monday 30 Nov

@@ -1,8 +1,8 @@
 """The turn loop end to end through the console surface, against the fake model server."""
 
-from store.records import Inbound
 from store.audit import Audit
 from store.messages import Messages
+from store.records import Inbound
 from store.tasks import Tasks
 from tests.fixtures.model import hang, malformed_args, reply, status, tool_call
 

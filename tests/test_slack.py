@@ -20,7 +20,17 @@ from gateway.surfaces.slack import SlackSurface
 from store.records import Button, Inbound, Origin, Outbound, OutboxItem
 from tests.fixtures.slack import BOT_USER_ID, FakeSlack
 from tests.support.slack_events import (
-    APP_TOKEN, BOT_TOKEN, OWNER, SECRET, STRANGER, dm, event_body, mention, post_event, post_press, post_signed,
+    APP_TOKEN,
+    BOT_TOKEN,
+    OWNER,
+    SECRET,
+    STRANGER,
+    dm,
+    event_body,
+    mention,
+    post_event,
+    post_press,
+    post_signed,
     press_body,
 )
 

@@ -5,7 +5,6 @@ from gateway.surfaces.slack.format import from_mrkdwn, mrkdwn_chunks, to_mrkdwn
 from tests.fixtures.slack import BOT_USER_ID
 from tests.support.slack_events import dm, mention
 
-
 # -- rendering and translation ---------------------------------------------------------------------------
 
 

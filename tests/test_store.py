@@ -1,15 +1,15 @@
-import pytest
-
 import asyncio
 
-from store.db import Store
-from store.migrations import MIGRATIONS
+import pytest
+
 from store.approvals import Approvals
+from store.db import Store
 from store.inbound import InboundLog
+from store.memory import Memory
 from store.messages import Messages, fts_quote
+from store.migrations import MIGRATIONS
 from store.outbox import Outbox
 from store.records import ApprovalRecord, Inbound, MessageRecord, Origin, Outbound, iso, utcnow
-from store.memory import Memory
 from store.sessions import Sessions
 from store.tasks import Tasks
 

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from store.approvals import Approvals
 from store import leases
+from store.approvals import Approvals
 from store.db import Store
-from store.records import SubagentJob, iso, utcnow
 from store.memory import Memory
+from store.records import SubagentJob, iso, utcnow
 from store.subagents import SubagentJobs
 from tests.fixtures.model import hang, reply, tool_call
 from tests.support import side_effects

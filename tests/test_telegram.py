@@ -12,12 +12,11 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from gateway.turns.commands import Commands
 from gateway.surfaces.telegram import TelegramSurface
+from gateway.turns.commands import Commands
 from store.records import Button, Inbound
 from tests.support.telegram_api import GROUP_ID, OWNER_ID, FakeBot
 from tests.support.telegram_port import APPROVAL, OWNER, RecordingPort, item, running
-
 
 # -- receiving --------------------------------------------------------------------------------------
 

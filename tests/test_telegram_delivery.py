@@ -14,7 +14,6 @@ from tests.support import telegram_wire as wire
 from tests.support.telegram_api import OWNER_ID, FakeBot
 from tests.support.telegram_port import APPROVAL, item, running
 
-
 # -- sending ----------------------------------------------------------------------------------------
 
 

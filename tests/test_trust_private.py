@@ -12,7 +12,6 @@ import pytest
 from connectors.private_paths import PrivatePaths
 from tests.support.host import call, pending
 
-
 pytestmark = pytest.mark.usefixtures("fake_home")  # commands run for real: never in the real home
 
 

@@ -14,7 +14,6 @@ import pytest
 from tests.support.host import call, pending
 from tests.support.listeners import record_connections
 
-
 pytestmark = pytest.mark.usefixtures("fake_home")  # commands run for real: never in the real home
 
 

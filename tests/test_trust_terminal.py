@@ -13,7 +13,6 @@ from tests.support.host import call, pending
 from toolsets.jobs import MAX_BACKGROUND
 from toolsets.terminal import ALLOWLISTED_OUTPUT_BYTES
 
-
 pytestmark = pytest.mark.usefixtures("fake_home")  # commands run for real: never in the real home
 
 

@@ -17,7 +17,13 @@ from store.records import AutomationRecord, AutomationRun, Origin, parse_iso
 from toolsets.base import ExecutionPolicy, Risk, Tool, ToolContext, ToolError, Toolset
 from toolsets.limits import Name
 from toolsets.schedule import (
-    LEGACY_FIELDS, ActionModel, ActionSpec, AutomationError, ScheduleModel, ScheduleSpec, legacy_error,
+    LEGACY_FIELDS,
+    ActionModel,
+    ActionSpec,
+    AutomationError,
+    ScheduleModel,
+    ScheduleSpec,
+    legacy_error,
     parse_schedule,
 )
 

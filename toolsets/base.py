@@ -68,7 +68,7 @@ class Descriptor(BaseModel):
     # the turn has read external content, a call is held for the owner's approval.
     steering: bool = False
 
-    def for_call(self, requested: ExecutionPolicy) -> "Descriptor":
+    def for_call(self, requested: ExecutionPolicy) -> Descriptor:
         """This descriptor for one call whose arguments asked for `requested` (a tool's call policy,
         see `Tool.call_policy`). A call may always be made stricter. The one loosening is
         `confirm`/`change_plan` -> `audit`, for a call its tool classified as having no effect to approve

@@ -23,8 +23,18 @@ from pydantic import BaseModel
 
 from toolsets.base import ApprovalPolicy, ExecutionPolicy, Preview, Risk, ToolContext, ToolError, Toolset, configured
 from toolsets.calendar_format import (
-    OptTitle, OptWhen, When, change_text, day_text, event_card, event_diff, event_fields, event_line, event_ref,
-    range_bound, when_text,
+    OptTitle,
+    OptWhen,
+    When,
+    change_text,
+    day_text,
+    event_card,
+    event_diff,
+    event_fields,
+    event_line,
+    event_ref,
+    range_bound,
+    when_text,
 )
 from toolsets.flat_args import OptStr, OptStrs
 from toolsets.limits import Title

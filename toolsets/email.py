@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone, tzinfo
+from datetime import UTC, datetime, tzinfo
 from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field, ValidationError
@@ -116,7 +116,7 @@ def _local(value: str, tz: tzinfo) -> str:
         when = datetime.fromisoformat(value)
     except ValueError:
         return value
-    return (when if when.tzinfo else when.replace(tzinfo=timezone.utc)).astimezone(tz).strftime("%Y-%m-%d %H:%M")
+    return (when if when.tzinfo else when.replace(tzinfo=UTC)).astimezone(tz).strftime("%Y-%m-%d %H:%M")
 
 
 def _size(n: int) -> str:

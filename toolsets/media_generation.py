@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from connectors.imagegen import ImageGenError, ImageGenerator
+from connectors.imagegen import ImageGenerator, ImageGenError
 from store.artifacts import ArtifactLimit, Artifacts
 from store.records import Attachment
 from toolsets.base import ExecutionPolicy, Risk, ToolContext, ToolError, Toolset, configured

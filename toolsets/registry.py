@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
-from toolsets import artifact
-from toolsets import automation
-from toolsets import browser
-from toolsets import calendar
-from toolsets import computer_use
-from toolsets import email
-from toolsets import file
-from toolsets import media_generation
-from toolsets import terminal
-from toolsets import tts
-from toolsets import clarify, memory, messaging, sessions, tasks
-from toolsets import skills
-from toolsets import subagents
-from toolsets import web
+from toolsets import (
+    artifact,
+    automation,
+    browser,
+    calendar,
+    clarify,
+    computer_use,
+    email,
+    file,
+    media_generation,
+    memory,
+    messaging,
+    sessions,
+    skills,
+    subagents,
+    tasks,
+    terminal,
+    tts,
+    web,
+)
 from toolsets.base import Tool, Toolset
 
 TOOLSETS: list[Toolset] = [

@@ -15,13 +15,20 @@ Everything here is pure: callers pass the current time in.
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from functools import cache
 from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import (
-    BaseModel, BeforeValidator, ConfigDict, Field, RootModel, StringConstraints, TypeAdapter, WithJsonSchema,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    RootModel,
+    StringConstraints,
+    TypeAdapter,
+    WithJsonSchema,
     field_validator,
 )
 
@@ -79,12 +86,12 @@ def resolve_local(wall: datetime, tz: ZoneInfo) -> datetime:
     times take the instant of the jump itself, the first valid instant after them: 02:30 on a night
     that jumps from 02:00 to 03:00 becomes 03:00.
     """
-    first = wall.replace(tzinfo=tz, fold=0).astimezone(timezone.utc)
+    first = wall.replace(tzinfo=tz, fold=0).astimezone(UTC)
     if first.astimezone(tz).replace(tzinfo=None) == wall.replace(fold=0):
         return first
     # In a gap, fold=1 reads the wall time with the old offset and fold=0 with the new one; the jump
     # lies between the two readings. Bisect to the second at which the offset changes.
-    lo, hi = wall.replace(tzinfo=tz, fold=1).astimezone(timezone.utc), first
+    lo, hi = wall.replace(tzinfo=tz, fold=1).astimezone(UTC), first
     lo, hi = min(lo, hi), max(lo, hi)
     after = hi.astimezone(tz).utcoffset()
     while hi - lo > timedelta(seconds=1):
@@ -133,7 +140,7 @@ class Once(_Schedule):
 
     def instant(self, default_tz: ZoneInfo) -> datetime:
         if self.at.tzinfo is not None:
-            return self.at.astimezone(timezone.utc)
+            return self.at.astimezone(UTC)
         return resolve_local(self.at, self.zone(default_tz))
 
     def next_fire(self, after: datetime, anchor: datetime | None, default_tz: ZoneInfo) -> datetime | None:

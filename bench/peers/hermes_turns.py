@@ -23,7 +23,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from mix import Lockstep, cpu_now, message, now, write_result  # noqa: E402
+from mix import Lockstep, cpu_now, message, now, write_result
 
 created: list[str] = []
 

@@ -19,14 +19,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from mix import Lockstep, cpu_now, message, now, write_result  # noqa: E402
-
-from loguru import logger  # noqa: E402
-from nanobot import Nanobot  # noqa: E402
-from nanobot.agent.loop import AgentLoop  # noqa: E402
-from nanobot.agent.tools.base import Tool  # noqa: E402
-from nanobot.agent.tools.registry import ToolRegistry  # noqa: E402
-from nanobot.config.loader import load_config  # noqa: E402
+from loguru import logger
+from mix import Lockstep, cpu_now, message, now, write_result
+from nanobot import Nanobot
+from nanobot.agent.loop import AgentLoop
+from nanobot.agent.tools.base import Tool
+from nanobot.agent.tools.registry import ToolRegistry
+from nanobot.config.loader import load_config
 
 
 class TaskCreate(Tool):

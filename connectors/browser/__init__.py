@@ -6,12 +6,27 @@ per owner, and the actions.
 """
 
 from connectors.browser.driver import (
-    Browser, BrowserError, BrowserSettings, PageState, StaleTarget, find_executable,
+    Browser,
+    BrowserError,
+    BrowserSettings,
+    PageState,
+    StaleTarget,
+    find_executable,
 )
 from connectors.browser.proxy import GuardProxy, Refusal
 from connectors.browser.snapshot import ACTIONABLE, TYPABLE, Element, Snapshot
 
 __all__ = [
-    "ACTIONABLE", "Browser", "BrowserError", "BrowserSettings", "Element", "GuardProxy", "PageState", "Refusal",
-    "Snapshot", "StaleTarget", "TYPABLE", "find_executable",
+    "ACTIONABLE",
+    "TYPABLE",
+    "Browser",
+    "BrowserError",
+    "BrowserSettings",
+    "Element",
+    "GuardProxy",
+    "PageState",
+    "Refusal",
+    "Snapshot",
+    "StaleTarget",
+    "find_executable",
 ]

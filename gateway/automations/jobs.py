@@ -7,7 +7,7 @@ its process pool, ~25 ms): a process whose store holds no scheduled automation s
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from datetime import timezone
+from datetime import UTC
 from typing import TYPE_CHECKING, Any
 
 from store.records import parse_iso
@@ -44,9 +44,9 @@ class DateJobs:
             if self._scheduler is None:
                 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-                self._scheduler = AsyncIOScheduler(timezone=timezone.utc, job_defaults=JOB_DEFAULTS)
+                self._scheduler = AsyncIOScheduler(timezone=UTC, job_defaults=JOB_DEFAULTS)
                 self._scheduler.start()
-            self._scheduler.add_job(self._fire, DateTrigger(parse_iso(slot), timezone.utc), args=(automation_id, slot),
+            self._scheduler.add_job(self._fire, DateTrigger(parse_iso(slot), UTC), args=(automation_id, slot),
                                     id=automation_id, name="automation", replace_existing=True)
         elif self._scheduler is not None and self._scheduler.get_job(automation_id) is not None:
             self._scheduler.remove_job(automation_id)

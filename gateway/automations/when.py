@@ -173,9 +173,7 @@ def _clock(text: str, pos: int, *, after_day: bool) -> tuple[time | None, int]:
                                                           or "點" in zh[0] or "时" in zh[0] or "時" in zh[0]):
         hour = int(_number(zh["h"]))
         minute = 30 if zh["half"] else int(_number(zh["m"])) if zh["m"] else 0
-        if zh["part"] in _PM_PARTS and hour < 12:
-            hour += 12
-        elif zh["part"] == "中午" and hour < 5:
+        if (zh["part"] in _PM_PARTS and hour < 12) or (zh["part"] == "中午" and hour < 5):
             hour += 12
         return _time(hour, minute, zh[0].strip()), zh.end()
     en = _EN_CLOCK.match(text, pos)

@@ -12,7 +12,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the MCP SDK takes most of a second to import: only code that talks to a server loads it
-    from connectors.mcp import McpManager, McpServer
+    from connectors.mcp import McpServer
     from gateway.config import Config
     from gateway.services.mcp import McpTools
     from toolsets.base import Toolset

@@ -15,7 +15,7 @@ from store.records import dumps, parse_iso, utcnow
 if TYPE_CHECKING:
     from gateway.app import Gateway
 
-GATEWAY: web.AppKey["Gateway"] = web.AppKey("gateway")
+GATEWAY: web.AppKey[Gateway] = web.AppKey("gateway")
 SESSIONS: web.AppKey[WebSessions] = web.AppKey("sessions")
 TEMPLATES: web.AppKey[jinja2.Environment] = web.AppKey("templates")
 TOKEN: web.AppKey[str] = web.AppKey("token")
@@ -23,7 +23,7 @@ STYLESHEET: web.AppKey[bytes] = web.AppKey("stylesheet")
 SESSION: web.RequestKey[WebSession] = web.RequestKey("session", WebSession)  # set by the guard
 
 
-def templates(gateway: "Gateway") -> jinja2.Environment:
+def templates(gateway: Gateway) -> jinja2.Environment:
     """Autoescaping Jinja2 over the package's templates; `local` shows a UTC stamp in the owner's zone."""
     env = jinja2.Environment(loader=jinja2.PackageLoader("gateway.dashboard", "templates"), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
@@ -68,7 +68,7 @@ def relative(at: datetime, now: datetime) -> str:
     return "just now"
 
 
-def gateway_of(request: web.Request) -> "Gateway":
+def gateway_of(request: web.Request) -> Gateway:
     return request.app[GATEWAY]
 
 

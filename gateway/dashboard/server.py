@@ -100,7 +100,7 @@ async def slash(request: web.Request) -> web.Response:
     return see_other(f"{PREFIX}/")
 
 
-def build_app(gateway: "Gateway", token: str) -> web.Application:
+def build_app(gateway: Gateway, token: str) -> web.Application:
     app = web.Application(middlewares=[security_headers, guard], client_max_size=64 * 1024)
     app[GATEWAY] = gateway
     app[SESSIONS] = WebSessions()
@@ -121,7 +121,7 @@ def build_app(gateway: "Gateway", token: str) -> web.Application:
 class Dashboard:
     """Serves the dashboard for a started Gateway on `[dashboard] listen`."""
 
-    def __init__(self, gateway: "Gateway") -> None:
+    def __init__(self, gateway: Gateway) -> None:
         self.gateway = gateway
         self.config = gateway.config.dashboard
         self._runner: web.AppRunner | None = None

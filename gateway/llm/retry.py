@@ -13,7 +13,7 @@ import logging
 import random
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import TypeVar
 
@@ -83,8 +83,8 @@ def parse_retry_after(headers: Mapping[str, str], now: datetime | None = None) -
     except (TypeError, ValueError):
         return None
     if when.tzinfo is None:  # an HTTP date is always GMT; some servers omit the zone
-        when = when.replace(tzinfo=timezone.utc)
-    return max((when - (now or datetime.now(timezone.utc))).total_seconds(), 0.0)
+        when = when.replace(tzinfo=UTC)
+    return max((when - (now or datetime.now(UTC))).total_seconds(), 0.0)
 
 
 async def with_retries(

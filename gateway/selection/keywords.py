@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from functools import lru_cache
+from functools import cache
 
 # Shorter needles (" ", "to") occur in nearly every message and would gate nothing.
 _MIN_NEEDLE_BYTES = 3
@@ -239,7 +239,7 @@ class KeywordMatcher:
         return pattern
 
 
-@lru_cache(maxsize=None)  # one entry per toolset's keyword tuple
+@cache  # one entry per toolset's keyword tuple
 def matcher(keywords: tuple[str, ...]) -> KeywordMatcher:
     """The compiled matcher for a toolset's keywords."""
     return KeywordMatcher(keywords)

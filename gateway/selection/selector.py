@@ -21,8 +21,8 @@ from collections.abc import Callable, Sequence
 
 from pydantic import BaseModel, Field
 
-from gateway.selection.keywords import matcher
 from gateway.selection import vectors
+from gateway.selection.keywords import matcher
 from gateway.selection.meaning import index_for
 from store.records import MessageRecord
 from toolsets.base import Descriptor, Tool, Toolset

@@ -13,7 +13,6 @@ calls of the last model reply that have no result are finished first — one tha
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable

@@ -19,7 +19,6 @@ from store.messages import add_message
 from store.records import MessageRecord
 from store.sessions import update_session
 
-
 Selection = tuple[str, dict[str, Any]]  # a session's id and its new `last_selection`
 
 

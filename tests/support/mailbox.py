@@ -9,7 +9,7 @@ APPEND returned under the message's key.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from email.message import EmailMessage
 from email.policy import SMTP
 
@@ -23,7 +23,7 @@ class Seed:
 
 
 def _at(day: int) -> datetime:
-    return datetime(2024, 3, day, 9, 30, tzinfo=timezone.utc)
+    return datetime(2024, 3, day, 9, 30, tzinfo=UTC)
 
 
 def _utf8_plain() -> bytes:
@@ -98,7 +98,7 @@ def _with_attachment() -> bytes:
     m["Message-ID"] = "<invoice-42@example.com>"
     m.set_content("Please find the invoice attached.\n")
     m.add_attachment(ATTACHMENT_BYTES, maintype="application", subtype="pdf", filename="invoice-42.pdf")
-    m.add_attachment("Lebenslauf\n".encode(), maintype="text", subtype="plain", filename="résumé.txt")
+    m.add_attachment(b"Lebenslauf\n", maintype="text", subtype="plain", filename="résumé.txt")
     return m.as_bytes(policy=SMTP)
 
 

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 import trustme
 
 
-
 @dataclass
 class Request:
     head: bytes

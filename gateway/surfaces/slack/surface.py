@@ -27,14 +27,21 @@ from gateway.config import SlackConfig
 from gateway.surfaces.base import DeliveryError, GatewayPort, LiveSettings, Surface
 from gateway.surfaces.slack.blocks import ACTION_ID, SECTION_LIMIT, message_blocks
 from gateway.surfaces.slack.events import (
-    COMMAND, SURFACE, Press, command_inbound, dedupe_key, is_turn, to_inbound, to_press,
+    COMMAND,
+    SURFACE,
+    Press,
+    command_inbound,
+    dedupe_key,
+    is_turn,
+    to_inbound,
+    to_press,
 )
 from gateway.surfaces.slack.files import FileFetcher
 from gateway.surfaces.slack.format import escape, mrkdwn_chunks, to_mrkdwn
-from gateway.surfaces.text import split_text
 from gateway.surfaces.slack.health import SocketConnection
 from gateway.surfaces.slack.http import HttpReceiver
 from gateway.surfaces.slack.sent import find_parts, metadata
+from gateway.surfaces.text import split_text
 from store.records import Attachment, Origin, Outbound, OutboxItem
 
 log = logging.getLogger(__name__)

@@ -16,7 +16,6 @@ read timeout, which starts once the request is written.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any
 
@@ -69,7 +68,7 @@ class AiohttpRequest(BaseRequest):
             headers = {"Content-Type": content_type} if content_type else None
             async with session.request(method, url, data=data, headers=headers, timeout=timeout) as response:
                 return response.status, await response.read()
-        except asyncio.TimeoutError as exc:  # aiohttp's timeouts are asyncio.TimeoutError subclasses
+        except TimeoutError as exc:  # aiohttp's timeouts are asyncio.TimeoutError subclasses
             raise TimedOut from exc
         except aiohttp.ClientError as exc:
             raise NetworkError(f"aiohttp.{type(exc).__name__}: {exc}") from exc
