@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Container
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Protocol, get_type_hints
+from typing import Any, Protocol, TypedDict, TypeVar, get_type_hints
 from zoneinfo import ZoneInfo
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
@@ -52,6 +52,14 @@ class ExecutionPolicy(StrEnum):
     @property
     def needs_approval(self) -> bool:
         return self in (ExecutionPolicy.CONFIRM, ExecutionPolicy.CHANGE_PLAN, ExecutionPolicy.FORCE_CHANGE_PLAN)
+
+
+class Policy(TypedDict, total=False):
+    """`Toolset.tool` keywords a toolset's tools share: `_GATED = Policy(risk=..., ...)`, `@tool(**_GATED)`."""
+
+    risk: Risk
+    approval: ApprovalPolicy
+    execution: ExecutionPolicy
 
 
 class OutputBudget(BaseModel):
@@ -138,43 +146,41 @@ class ToolContext(Protocol):
 
     def now(self) -> datetime:
         """Aware current time in the owner's zone."""
-        ...
 
     def service(self, name: str) -> Any | None:
         """A connector or gateway service by name ("email", "calendar", "automations", "surfaces"),
         or None when it is not configured."""
-        ...
 
     async def send(self, text: str, origin: Origin | None = None, attachment: Attachment | None = None) -> int:
         """Queue a message to the current origin (or `origin`, which must belong to the current user);
         returns the outbox id. With `attachment` (a file under the data directory) `text` is its caption."""
-        ...
 
     def show_image(self, part: dict[str, Any]) -> None:
         """Show the model an image after this tool round (`part` as `gateway.services.media.image_part` makes it);
         only for a vision model (the "vision" service exists)."""
-        ...
 
     async def ask(self, question: str, options: list[str]) -> int:
         """Post a question (options become buttons where the surface has them). The answer arrives as
         the user's next message; the current turn ends after this tool round."""
-        ...
 
     def load_toolsets(self, names: list[str]) -> list[str]:
         """Make more toolsets visible for the rest of this turn; returns the names now loaded."""
-        ...
 
     def external(self, source: str, content: str) -> str:
         """Wrap content that came from outside (an email, a web page, an MCP result) in the untrusted
         block naming `source` (see `toolsets.untrusted`), and record that this turn has read external
         content. Every tool that returns outside content passes it through here."""
-        ...
 
 
 Handler = Callable[..., Awaitable[Any]]
 PreviewFn = Callable[[ToolContext, BaseModel], Awaitable[Preview]]
 EffectFn = Callable[[ToolContext, BaseModel, Any], Awaitable[Any]]
 CallPolicyFn = Callable[[ToolContext, BaseModel], ExecutionPolicy]
+# The decorators below return the function they register unchanged, with its own signature: an effect
+# function is also called directly by its handler, with None for the arguments.
+PreviewT = TypeVar("PreviewT", bound=PreviewFn)
+EffectT = TypeVar("EffectT", bound=EffectFn)
+CallPolicyT = TypeVar("CallPolicyT", bound=CallPolicyFn)
 
 
 @dataclass
@@ -230,12 +236,12 @@ class Tool:
         fields = {k: getattr(args, k) for k in type(args).model_fields}
         return await self.handler(ctx, **fields, **(args.model_extra or {}))
 
-    def preview(self, fn: PreviewFn) -> PreviewFn:
+    def preview(self, fn: PreviewT) -> PreviewT:
         """Decorator: register the approval preview for this tool."""
         self.previewer = fn
         return fn
 
-    def effect(self, fn: EffectFn) -> EffectFn:
+    def effect(self, fn: EffectT) -> EffectT:
         """Decorator: register `async def fn(ctx, args, payload)`, which performs this tool's side effect
         from the `Preview.payload` the owner approved (and returns the result, like the handler).
 
@@ -259,7 +265,7 @@ class Tool:
         self.effector = fn
         return fn
 
-    def call_policy(self, fn: CallPolicyFn) -> CallPolicyFn:
+    def call_policy(self, fn: CallPolicyT) -> CallPolicyT:
         """Decorator: register a function of the validated arguments that returns the execution policy
         this one call needs (`bash` classifies its command: an allowlisted `ls` is `audit`, `rm -rf ~`
         is `force_change_plan`). It is applied by `Descriptor.for_call`, so it can tighten the

@@ -21,7 +21,17 @@ from zoneinfo import ZoneInfo
 
 from pydantic import BaseModel
 
-from toolsets.base import ApprovalPolicy, ExecutionPolicy, Preview, Risk, ToolContext, ToolError, Toolset, configured
+from toolsets.base import (
+    ApprovalPolicy,
+    ExecutionPolicy,
+    Policy,
+    Preview,
+    Risk,
+    ToolContext,
+    ToolError,
+    Toolset,
+    configured,
+)
 from toolsets.calendar_format import (
     OptTitle,
     OptWhen,
@@ -67,7 +77,7 @@ TOOLSET = Toolset(
 CONFLICT = "the event changed on the server since you approved; nothing was changed"
 MAX_RANGE = timedelta(days=366)
 _FIELD_ARGS = {"title", "start", "end", "location", "description", "attendees", "repeat"}
-_MUTATION = {"risk": Risk.RUNTIME_HIGH, "approval": ApprovalPolicy.ALWAYS, "execution": ExecutionPolicy.CONFIRM}
+_MUTATION: Policy = {"risk": Risk.RUNTIME_HIGH, "approval": ApprovalPolicy.ALWAYS, "execution": ExecutionPolicy.CONFIRM}
 
 
 def _client(ctx: ToolContext) -> CalendarClient:

@@ -20,7 +20,17 @@ from pydantic import Field, ValidationError
 from connectors.mailerrors import EmailError
 from store.drafts import Drafts
 from store.records import EmailDraftRecord
-from toolsets.base import ApprovalPolicy, ExecutionPolicy, Preview, Risk, ToolContext, ToolError, Toolset, configured
+from toolsets.base import (
+    ApprovalPolicy,
+    ExecutionPolicy,
+    Policy,
+    Preview,
+    Risk,
+    ToolContext,
+    ToolError,
+    Toolset,
+    configured,
+)
 from toolsets.flat_args import OptDate, OptInt, OptStr, OptStrs
 
 # The client (aioimaplib, aiosmtplib) is the [email] service's, imported with it; composing and parsing
@@ -47,9 +57,9 @@ TOOLSET = Toolset(
     requires="email",
 )
 
-_READ: dict[str, Any] = {"risk": Risk.READ, "execution": ExecutionPolicy.DIRECT}
-_SEND: dict[str, Any] = {"risk": Risk.RUNTIME_HIGH, "approval": ApprovalPolicy.ALWAYS,
-                         "execution": ExecutionPolicy.CONFIRM}
+_READ: Policy = {"risk": Risk.READ, "execution": ExecutionPolicy.DIRECT}
+_SEND: Policy = {"risk": Risk.RUNTIME_HIGH, "approval": ApprovalPolicy.ALWAYS,
+                 "execution": ExecutionPolicy.CONFIRM}
 Addresses = OptStrs
 
 

@@ -25,7 +25,17 @@ from pydantic import BaseModel, Field
 
 from connectors.workspace import Workspace, WorkspaceError, file_hash, sha256_bytes
 from store.file_reads import FileReads
-from toolsets.base import ApprovalPolicy, ExecutionPolicy, Preview, Risk, ToolContext, ToolError, Toolset, configured
+from toolsets.base import (
+    ApprovalPolicy,
+    ExecutionPolicy,
+    Policy,
+    Preview,
+    Risk,
+    ToolContext,
+    ToolError,
+    Toolset,
+    configured,
+)
 
 TOOLSET = Toolset(
     "file",
@@ -52,7 +62,7 @@ MAX_WRITE_BYTES = 8 * 1024 * 1024
 # What the approval row keeps of a diff: the prompt shows its first part, `/approvals ID` all of it
 # (split into messages by the surface), so the owner can read every line of what Approve writes.
 DIFF_CHARS = 200_000
-_GATED = {"risk": Risk.RUNTIME_HIGH, "approval": ApprovalPolicy.HOOK, "execution": ExecutionPolicy.CHANGE_PLAN}
+_GATED: Policy = {"risk": Risk.RUNTIME_HIGH, "approval": ApprovalPolicy.HOOK, "execution": ExecutionPolicy.CHANGE_PLAN}
 
 
 def _workspace(ctx: ToolContext) -> Workspace:

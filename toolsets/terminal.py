@@ -22,7 +22,7 @@ from connectors.processes import ProcessError, hit_file_limit, read_output
 from connectors.sandbox import SandboxError
 from connectors.shellrules import ShellClass, Verdict, classify
 from store.records import ProcessRecord
-from toolsets.base import ApprovalPolicy, ExecutionPolicy, Preview, Risk, ToolContext, ToolError, Toolset
+from toolsets.base import ApprovalPolicy, ExecutionPolicy, Policy, Preview, Risk, ToolContext, ToolError, Toolset
 from toolsets.jobs import Terminal
 
 TOOLSET = Toolset(
@@ -45,7 +45,7 @@ MAX_OUTPUT_BYTES = 100_000
 ALLOWLISTED_OUTPUT_BYTES = 64 * 2**20  # every file an allowlisted command writes, its output included
 WAIT_S = 30.0
 _CONTENT_READERS = {"grep", "rg", "git"}  # descend into a folder and show what the files say
-_GATED = {"risk": Risk.RUNTIME_HIGH, "approval": ApprovalPolicy.HOOK, "execution": ExecutionPolicy.CHANGE_PLAN}
+_GATED: Policy = {"risk": Risk.RUNTIME_HIGH, "approval": ApprovalPolicy.HOOK, "execution": ExecutionPolicy.CHANGE_PLAN}
 _POLICY = {ShellClass.ALLOW: ExecutionPolicy.AUDIT, ShellClass.CHANGE_PLAN: ExecutionPolicy.CHANGE_PLAN,
            ShellClass.FORCE: ExecutionPolicy.FORCE_CHANGE_PLAN}
 
