@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -10,9 +11,15 @@ from gateway.llm import ModelUnavailable
 from gateway.llm.types import ModelCutOff
 from tests.fixtures.model import FakeModel, cut_off, reply, status, tool_call
 from tests.support.model_stream import Pace
-from tests.test_llm import TASK_TOOL, client, provider, user  # noqa: F401  (fixture re-used)
+from tests.test_llm import TASK_TOOL, client, user
 
 TEXT = "The quick brown fox jumps over the lazy dog. Then it naps."
+
+
+@pytest.fixture(params=["openai", "anthropic"])
+def provider(request: pytest.FixtureRequest) -> str:
+    """Both wire formats, as in tests/test_llm.py (and tests/test_vision.py)."""
+    return request.param
 
 
 class Pieces(list[str]):
@@ -88,7 +95,7 @@ async def test_silent_stream_times_out_per_piece(provider: str, model: FakeModel
     model.script(reply("one two three"))
     pieces = Pieces()
     async with client(provider, model, timeout_s=0.3) as c:
-        with pytest.raises(ModelCutOff, match="no data for 0.3s"):
+        with pytest.raises(ModelCutOff, match=re.escape("no data for 0.3s")):
             await c.complete(user("x"), [], on_text=pieces)
     assert pieces == ["one"]
 
