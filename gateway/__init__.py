@@ -8,6 +8,6 @@ import sys
 # process that imports the gateway (the `anyy` command, the benches, an embedding program). Nothing of
 # httpx is imported or patched; should httpx move its CLI, this does nothing and
 # tests/test_startup_imports.py shows what came back.
-sys.modules.setdefault("httpx._main", None)
+sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]  # typeshed omits the documented None entry
 
 __version__ = "0.1.0"

@@ -1,6 +1,6 @@
 """Config sections of the capabilities beyond chat: skills, subagents, web, the browser, MCP servers, speech
-and TTS, image generation, artifacts, the workspace and terminal, and the dashboard. `gateway.config` assembles them into `Config`
-and re-exports every name, so callers import from there.
+and TTS, image generation, artifacts, the workspace and terminal, and the dashboard. `gateway.config`
+assembles them into `Config` and re-exports every name, so callers import from there.
 """
 
 # No `from __future__ import annotations` here: pydantic would evaluate each field's annotation from
@@ -21,10 +21,10 @@ class SkillsConfig(Section):
 
 
 class SubagentsConfig(Section):
-    max_depth: int = Field(2, ge=1, le=5)
-    max_concurrent: int = Field(3, ge=1, le=20, description="running helpers per user")
-    max_rounds: int = Field(8, ge=1, le=50)
-    max_tokens: int = Field(200_000, ge=1_000, description="tokens (in + out) one helper's model calls may use")
+    max_depth: int = Field(default=2, ge=1, le=5)
+    max_concurrent: int = Field(default=3, ge=1, le=20, description="running helpers per user")
+    max_rounds: int = Field(default=8, ge=1, le=50)
+    max_tokens: int = Field(default=200_000, ge=1_000, description="tokens (in + out) one helper's model calls may use")
 
 
 class WebConfig(Section):
@@ -32,12 +32,12 @@ class WebConfig(Section):
 
     search: Literal["searxng", "brave", "tavily", "none"] = "none"
     searxng_url: str = "http://127.0.0.1:8888"
-    api_key_env: str = Field("", description="for brave / tavily; default BRAVE_API_KEY / TAVILY_API_KEY")
+    api_key_env: str = Field(default="", description="for brave / tavily; default BRAVE_API_KEY / TAVILY_API_KEY")
     allow_private_urls: bool = False
     allowed_hosts: list[str] = Field(default_factory=list)
     denied_hosts: list[str] = Field(default_factory=list)
-    max_bytes: int = Field(5_000_000, ge=10_000, le=100_000_000)
-    timeout_s: float = Field(20, gt=0, le=300)
+    max_bytes: int = Field(default=5_000_000, ge=10_000, le=100_000_000)
+    timeout_s: float = Field(default=20, gt=0, le=300)
 
     @field_validator("allowed_hosts", "denied_hosts")
     @classmethod
@@ -70,14 +70,14 @@ class BrowserConfig(Section):
     """The browser toolset: Playwright driving a local Chromium (absent unless enabled)."""
 
     enabled: bool = False
-    executable: str = Field("", description="default: chromium, chromium-browser or google-chrome on PATH")
+    executable: str = Field(default="", description="default: chromium, chromium-browser or google-chrome on PATH")
     headless: bool = True
     allow_private_urls: bool = False
     allowed_hosts: list[str] = Field(default_factory=list)
     denied_hosts: list[str] = Field(default_factory=list)
     trusted_hosts: list[str] = Field(default_factory=list, description="pages whose clicks/typing run audited")
-    timeout_s: float = Field(20, gt=0, le=300)
-    idle_minutes: float = Field(10, gt=0, description="the browser closes after this long unused")
+    timeout_s: float = Field(default=20, gt=0, le=300)
+    idle_minutes: float = Field(default=10, gt=0, description="the browser closes after this long unused")
 
     @field_validator("allowed_hosts", "denied_hosts", "trusted_hosts")
     @classmethod
@@ -88,12 +88,12 @@ class BrowserConfig(Section):
 class ImagesConfig(Section):
     """Image generation: an OpenAI-compatible images endpoint (the toolset exists only with `url`)."""
 
-    url: str = Field("", description="base URL; POST {url}/images/generations")
+    url: str = Field(default="", description="base URL; POST {url}/images/generations")
     model: str = "gpt-image-1"
     api_key_env: str = "ANYY_IMAGES_KEY"
-    size: str = Field("1024x1024", pattern=r"^\d{2,5}x\d{2,5}$")
-    timeout_s: float = Field(120, gt=0, le=600)
-    max_mb: float = Field(20, gt=0, le=100, description="the largest image accepted from the provider")
+    size: str = Field(default="1024x1024", pattern=r"^\d{2,5}x\d{2,5}$")
+    timeout_s: float = Field(default=120, gt=0, le=600)
+    max_mb: float = Field(default=20, gt=0, le=100, description="the largest image accepted from the provider")
 
     @field_validator("url")
     @classmethod
@@ -118,7 +118,7 @@ class McpServerConfig(Section):
     keywords: list[str] = Field(default_factory=list)
     enabled: bool = True
     guests: bool = False
-    timeout_s: float = Field(30, gt=0)
+    timeout_s: float = Field(default=30, gt=0)
 
     @model_validator(mode="after")
     def _one_transport(self) -> "McpServerConfig":
@@ -161,7 +161,7 @@ class SpeechConfig(Section):
     transcribe_url: str = ""  # POST {transcribe_url}/audio/transcriptions; empty = voice notes are not transcribed
     transcribe_model: str = "whisper-1"
     api_key_env: str = "ANYY_SPEECH_KEY"
-    timeout_s: float = Field(120, gt=0)
+    timeout_s: float = Field(default=120, gt=0)
 
 
 class TtsConfig(Section):
@@ -171,21 +171,21 @@ class TtsConfig(Section):
     url: str = ""  # for "openai": POST {url}/audio/speech (the key is [speech] api_key_env)
     model: str = "tts-1"  # for "openai"
     voice: str = "en"
-    timeout_s: float = Field(120, gt=0)
+    timeout_s: float = Field(default=120, gt=0)
 
 
 class ArtifactsConfig(Section):
     """Received attachments and produced files, kept under the data directory."""
 
-    retention_days: float = Field(30, gt=0)
-    max_file_mb: float = Field(20, gt=0)
-    max_daily_mb: float = Field(200, gt=0, description="per user per day, received and produced together")
-    max_image_pixels: int = Field(40_000_000, ge=1_000_000, le=178_000_000,
+    retention_days: float = Field(default=30, gt=0)
+    max_file_mb: float = Field(default=20, gt=0)
+    max_daily_mb: float = Field(default=200, gt=0, description="per user per day, received and produced together")
+    max_image_pixels: int = Field(default=40_000_000, ge=1_000_000, le=178_000_000,
                                   description="an image with more pixels is described, never decoded")
 
 
 class WorkspaceConfig(Section):
-    root: str = Field("", description="default: <data dir>/workspace, created on first use")
+    root: str = Field(default="", description="default: <data dir>/workspace, created on first use")
     write_roots: list[str] = Field(default_factory=list, description="more directories writes may go to")
 
 
@@ -194,14 +194,14 @@ class AllowRule(Section):
     as long as the rest of the command passes the metacharacter check."""
 
     program: str = Field(min_length=1, pattern=r"^[A-Za-z0-9._+-]+$")
-    subcommand: str | None = Field(None, min_length=1, pattern=r"^[A-Za-z0-9._:+-]+$")
+    subcommand: str | None = Field(default=None, min_length=1, pattern=r"^[A-Za-z0-9._:+-]+$")
 
 
 class TerminalConfig(Section):
     enabled: bool = True
     sandbox: Literal["none", "bwrap"] = "none"
     network: bool = True
-    timeout_s: float = Field(120, gt=0, le=3600)
+    timeout_s: float = Field(default=120, gt=0, le=3600)
     allowlist: list[AllowRule] = Field(default_factory=list)
 
     @model_validator(mode="after")
@@ -262,12 +262,12 @@ class ComputerUseConfig(Section):
     """The computer_use toolset: see and drive one X display (docs/computer-use.md)."""
 
     enabled: bool = False
-    display: str = Field(":99", pattern=r"^[A-Za-z0-9.-]*:\d{1,5}(?:\.\d{1,3})?$",
+    display: str = Field(default=":99", pattern=r"^[A-Za-z0-9.-]*:\d{1,5}(?:\.\d{1,3})?$",
                          description="the X display used, never $DISPLAY")
-    xvfb: bool = Field(True, description="Anyy starts Xvfb on `display` itself and stops it on exit")
-    width: int = Field(1280, ge=320, le=7680, description="pixels, of the Xvfb screen")
-    height: int = Field(800, ge=200, le=4320)
-    stale_after_s: float = Field(900, gt=0, description="an action approved later than this after its "
+    xvfb: bool = Field(default=True, description="Anyy starts Xvfb on `display` itself and stops it on exit")
+    width: int = Field(default=1280, ge=320, le=7680, description="pixels, of the Xvfb screen")
+    height: int = Field(default=800, ge=200, le=4320)
+    stale_after_s: float = Field(default=900, gt=0, description="an action approved later than this after its "
                                  "preview is refused: the screen may have changed")
-    approve: Literal["each"] = Field("each", description='one approval per action; "turn" (one approval for a '
+    approve: Literal["each"] = Field(default="each", description='one approval per action; "turn" (one approval for a '
                                      "bounded batch of a turn's actions) is not built yet")

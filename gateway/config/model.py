@@ -53,20 +53,20 @@ class ModelConfig(Section):
     base_url: str = ""
     api_key_env: str = "OPENAI_API_KEY"
     model: str = ""
-    timeout_s: float = Field(60, gt=0)
-    max_retries: int = Field(4, ge=0, le=10)
+    timeout_s: float = Field(default=60, gt=0)
+    max_retries: int = Field(default=4, ge=0, le=10)
     fallback_model: str = ""
-    max_tokens: int = Field(2048, gt=0)
+    max_tokens: int = Field(default=2048, gt=0)
     # The reply-length field of the OpenAI wire; "" chooses per model (max_completion_tokens for
     # api.openai.com and gpt-5*/o1*/o3*/o4*, max_tokens elsewhere).
     max_tokens_field: Literal["", "max_tokens", "max_completion_tokens"] = ""
     vision: bool = False  # the model accepts images: photos go to it as image parts
-    image_max_side: int = Field(1568, ge=64, le=8192, description="pixels; larger images are downscaled")
-    image_max_kb: int = Field(1024, ge=16, le=20_480, description="encoded size of one image sent")
+    image_max_side: int = Field(default=1568, ge=64, le=8192, description="pixels; larger images are downscaled")
+    image_max_kb: int = Field(default=1024, ge=16, le=20_480, description="encoded size of one image sent")
     # Prices per million tokens, in any currency (for /usage and `anyy usage`); unset means "not priced".
-    price_in_per_mtok: float | None = Field(None, ge=0)
-    price_out_per_mtok: float | None = Field(None, ge=0)
-    price_cached_per_mtok: float | None = Field(None, ge=0)
+    price_in_per_mtok: float | None = Field(default=None, ge=0)
+    price_out_per_mtok: float | None = Field(default=None, ge=0)
+    price_cached_per_mtok: float | None = Field(default=None, ge=0)
 
     @property
     def configured(self) -> bool:
@@ -119,9 +119,9 @@ def _is_zone(name: str) -> bool:
 
 class RuntimeConfig(Section):
     timezone: str = ""  # "" = the system's zone (system_zone)
-    max_tool_rounds: int = Field(12, ge=1, le=100)
-    context_budget: int = Field(48_000, ge=2_000, description="characters of history sent to the model")
-    memory_max_chars: int = Field(4_000, ge=200)
+    max_tool_rounds: int = Field(default=12, ge=1, le=100)
+    context_budget: int = Field(default=48_000, ge=2_000, description="characters of history sent to the model")
+    memory_max_chars: int = Field(default=4_000, ge=200)
     instructions: str = ""
     stream: bool = True  # replies appear while the model writes them (where the surface can edit messages)
 
@@ -143,7 +143,7 @@ class GovernanceConfig(Section):
 
 
 class ApprovalsConfig(Section):
-    default_ttl_hours: float = Field(24, gt=0)
+    default_ttl_hours: float = Field(default=24, gt=0)
     ttl_hours: dict[str, float] = Field(default_factory=dict)
     approvers: list[str] = Field(default_factory=list, description="user keys, e.g. 'telegram:12345'")
     hook: str = ""
@@ -162,11 +162,11 @@ class TelegramLimits(Section):
     """Telegram's flood limits, kept by the bot itself (gateway/surfaces/telegram/limits.py) so replies are
     paced instead of refused. Raise them only for a local Bot API server or a benchmark."""
 
-    per_bot_per_s: float = Field(30, gt=0, description="requests to chats per second, all chats together")
-    per_chat_per_s: float = Field(1, gt=0, description="messages per second into one chat")
-    per_group_per_min: float = Field(20, gt=0, description="messages per minute into one group")
+    per_bot_per_s: float = Field(default=30, gt=0, description="requests to chats per second, all chats together")
+    per_chat_per_s: float = Field(default=1, gt=0, description="messages per second into one chat")
+    per_group_per_min: float = Field(default=20, gt=0, description="messages per minute into one group")
     # 0: a 429 goes back to the outbox, which sends the row again after retry_after (and reports it)
-    retries: int = Field(0, ge=0, description="a 429 is waited out and the request sent again this often")
+    retries: int = Field(default=0, ge=0, description="a 429 is waited out and the request sent again this often")
 
 
 class TelegramConfig(Section):
@@ -180,7 +180,7 @@ class TelegramConfig(Section):
     secret_token_env: str = "TELEGRAM_WEBHOOK_SECRET"
     allowed_users: list[int] = Field(default_factory=list)
     approvers: list[int] = Field(default_factory=list)
-    poll_timeout_s: int = Field(30, ge=0)
+    poll_timeout_s: int = Field(default=30, ge=0)
     limits: TelegramLimits = Field(default_factory=TelegramLimits)
 
 
@@ -194,8 +194,8 @@ class SlackConfig(Section):
     port: int = 3000
     allowed_users: list[str] = Field(default_factory=list)
     approvers: list[str] = Field(default_factory=list)
-    socket_stale_s: float = Field(90, gt=0)
-    api_timeout_s: int = Field(30, ge=1, le=300, description="a Web API call gives up after this")
+    socket_stale_s: float = Field(default=90, gt=0)
+    api_timeout_s: int = Field(default=30, ge=1, le=300, description="a Web API call gives up after this")
 
 
 class EmailConfig(Section):
@@ -212,7 +212,7 @@ class EmailConfig(Section):
     from_address: str
     from_name: str = ""
     sent_folder: str = ""
-    timeout_s: float = Field(30, gt=0)
+    timeout_s: float = Field(default=30, gt=0)
 
 
 class CalendarConfig(Section):
@@ -220,7 +220,7 @@ class CalendarConfig(Section):
     username: str = ""
     password_env: str = "ANYY_CALENDAR_PASSWORD"
     default_calendar: str = ""
-    timeout_s: float = Field(30, gt=0)
+    timeout_s: float = Field(default=30, gt=0)
 
 
 class ConsoleConfig(Section):
@@ -253,7 +253,7 @@ class Config(Section):
     images: ImagesConfig = Field(default_factory=ImagesConfig)
     mcp: McpConfig = Field(default_factory=McpConfig)
 
-    source: str = Field("(defaults)", exclude=True)
+    source: str = Field(default="(defaults)", exclude=True)
     data_dir: Path = Field(default_factory=lambda: data_dir(), exclude=True)
 
     @property

@@ -38,7 +38,8 @@ async def sse_lines(chunks: AsyncIterable[bytes]) -> AsyncIterator[str]:
 
 async def sse_events(lines: AsyncIterable[str]) -> AsyncIterator[tuple[str, str]]:
     """(event name, data) for each event in `lines`; the name is "message" when the server gave none."""
-    event, data = "", []
+    event = ""
+    data: list[str] = []
     async for line in lines:
         if not line:
             if data:
