@@ -20,11 +20,26 @@ Each peer is installed on demand into its own throwaway venv (`python -m venv` +
 starts say), by default under ~/.cache/anyy-bench/peers/<name>, never into the project's venv.
 
     .venv/bin/python bench/peers.py [--turns 200] [--rounds 10] [--venv-dir DIR] [--json FILE] [--also TREE]
+    .venv/bin/python bench/peers.py --guard --skip startup      # the guard: exit status 1 when one fails
 
 anyy is the `anyy` next to this Python (sys.executable), run with this tree on PYTHONPATH, so a
 worktree measures its own code. `--also TREE` adds anyy from another checkout (say, a worktree of
 main) to the same lockstep, not streamed, as "anyy@<its directory name>": a before/after pair under the
 very same load, beside the peers.
+
+The side-by-side ratio is not a target (issue 36); it is a guard against anyy growing heavy. `--guard`
+checks, after the turns (so not with `--skip turns`), that:
+
+- nanobot's p50 overhead per turn is at least GUARD_RATIOS["nanobot"] (20x) anyy's and Hermes's at least
+  GUARD_RATIOS["hermes"] (15x), anyy being this tree not streamed, in the lockstep above (every anyy
+  turn there is cold: it follows the other agents' 100-200 ms turns; the `--also` slot, which follows
+  an anyy turn, reads 5-10 % faster and is not what the guard reads);
+- anyy's warm p50 is at most WARM_P50_MS (3 ms): bench/turn_overhead.py run alone, turn after turn,
+  WARM_RUNS times (WARM_TURNS turns each, replies not streamed), the median of its p50 overhead until
+  the reply is on screen.
+
+It prints one line per check, "holds" or "FAILS", and exits with status 1 when any fails (0 otherwise).
+Which checks hold is decided by `guard_checks` from those figures alone (tests/test_bench_peers.py).
 """
 
 from __future__ import annotations
@@ -45,6 +60,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 DRIVERS = ROOT / "bench" / "peers"
 WARMUP_TURNS = 20  # bench/turn_overhead.py's
+
+# The guard (issue 36): the least each peer's p50 over anyy's may be, and the most anyy's warm p50 may be.
+GUARD_RATIOS = {"nanobot": 20.0, "hermes": 15.0}
+WARM_P50_MS = 3.0
+WARM_RUNS = 3
+WARM_TURNS = 400  # bench/turn_overhead.py's default
 
 
 @dataclass(frozen=True)
@@ -266,6 +287,57 @@ def turn_table(runs: dict[str, dict[str, Any]], load_seen: str) -> None:
                   f"tasks created {r['tasks_created']}")
 
 
+# --- the guard --------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Check:
+    """One guard: the figure measured and its bound, a floor (`at_least`) or a ceiling. A figure that is
+    NaN (not measured) holds neither way."""
+
+    what: str
+    value: float
+    bound: float
+    at_least: bool
+    unit: str
+
+    @property
+    def holds(self) -> bool:
+        return self.value >= self.bound if self.at_least else self.value <= self.bound
+
+    def line(self) -> str:
+        rule = f"{'>=' if self.at_least else '<='} {self.bound:g}{self.unit}"
+        return f"guard {self.what}: {self.value:.2f}{self.unit} (must be {rule}): {'holds' if self.holds else 'FAILS'}"
+
+
+def guard_checks(anyy_p50: float, peers_p50: dict[str, float], warm_p50: float | None) -> list[Check]:
+    """The guard's verdict from the figures alone: each peer's p50 over anyy's (the lockstep's cold
+    turns, anyy not streamed) against GUARD_RATIOS, and anyy's warm p50 (ms) against WARM_P50_MS. A peer
+    or the warm figure missing fails its check rather than passing unmeasured."""
+    checks = []
+    for name, least in GUARD_RATIOS.items():
+        theirs = peers_p50.get(name)
+        ratio = theirs / anyy_p50 if theirs is not None and anyy_p50 > 0 else float("nan")
+        checks.append(Check(f"{name} / anyy p50", ratio, least, at_least=True, unit="x"))
+    warm = float("nan") if warm_p50 is None else warm_p50
+    checks.append(Check("anyy warm p50, reply on screen", warm, WARM_P50_MS, at_least=False, unit=" ms"))
+    return checks
+
+
+def warm_p50(env: dict[str, str], runs: int = WARM_RUNS, turns: int = WARM_TURNS) -> tuple[float, list[float]]:
+    """anyy's warm p50 overhead until the reply is on screen: bench/turn_overhead.py alone (turn after
+    turn, not streamed), `runs` times in fresh processes; the median of their p50s, and each."""
+    code = ("import asyncio, json, sys; sys.path.insert(0, sys.argv[1]); import turn_overhead; "
+            "print(json.dumps(asyncio.run(turn_overhead.main(int(sys.argv[2]), stream=False))))")
+    p50s = []
+    for _ in range(runs):
+        done = subprocess.run([sys.executable, "-c", code, str(ROOT / "bench"), str(turns)], env=env,
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            raise SystemExit(f"bench/turn_overhead.py failed:\n{done.stderr[-2000:]}")
+        p50s.append(float(json.loads(done.stdout.strip().splitlines()[-1])["visible_p50"]))
+    return statistics.median(p50s), p50s
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--turns", type=int, default=200)
@@ -275,7 +347,11 @@ def main() -> None:
     ap.add_argument("--json", type=Path, help="also write every figure here")
     ap.add_argument("--also", type=Path, action="append", default=[],
                     help="another checkout whose anyy joins the turns' lockstep (not streamed)")
+    ap.add_argument("--guard", action="store_true",
+                    help="check the guards (ratios, warm p50) after the turns; exit status 1 when one fails")
     args = ap.parse_args()
+    if args.guard and args.skip == "turns":
+        ap.error("--guard needs the turns: drop --skip turns")
     started = time.perf_counter()
     for peer in PEERS:
         peer.install(args.venv_dir)
@@ -301,9 +377,8 @@ def main() -> None:
             drivers = [Driver("anyy", anyy, ours, work, fake=False),
                        Driver("anyy-streamed", [*anyy, "stream"], ours, work, fake=False)]
             for tree in (t.resolve() for t in args.also):
-                drivers.append(Driver(f"anyy@{tree.name}", [sys.executable, str(tree / "bench" / "peers" / "anyy_turns.py"),
-                                                           str(args.turns)], {**env, "PYTHONPATH": str(tree)}, work,
-                                      fake=False))
+                argv = [sys.executable, str(tree / "bench" / "peers" / "anyy_turns.py"), str(args.turns)]
+                drivers.append(Driver(f"anyy@{tree.name}", argv, {**env, "PYTHONPATH": str(tree)}, work, fake=False))
             for peer in PEERS:
                 (work / peer.name).mkdir()
                 drivers.append(Driver(peer.name, [str(peer.venv(args.venv_dir) / "bin" / "python"),
@@ -314,10 +389,22 @@ def main() -> None:
             report["turns_load"] = f"{load0} -> {load()}"
             turn_table(runs, report["turns_load"])
             report["turns"] = runs
+            if args.guard:
+                load1 = load()
+                warm, each = warm_p50(ours)
+                print(f"\nwarm p50, reply on screen (bench/turn_overhead.py alone, {WARM_RUNS} runs of {WARM_TURNS} "
+                      f"turns): {', '.join(f'{x:.2f}' for x in each)} ms; load {load1} -> {load()}")
+                checks = guard_checks(statistics.median(runs["anyy"]["overhead_ms"]),
+                                      {p.name: statistics.median(runs[p.name]["overhead_ms"]) for p in PEERS}, warm)
+                for check in checks:
+                    print(check.line())
+                report["guard"] = [{**vars(c), "holds": c.holds} for c in checks]
     print(f"\nload average at the end {load()} (at the start {report['load_start']}); "
           f"took {time.perf_counter() - started:.0f} s")
     if args.json:
         args.json.write_text(json.dumps(report, indent=1))
+    if not all(c["holds"] for c in report.get("guard", [])):
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":

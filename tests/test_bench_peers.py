@@ -1,5 +1,6 @@
-"""bench/peers.py's measuring parts: the fake model's per-request model time (ANYY_BENCH_MODEL_TIMES) and
-the subtraction of that time from a turn. The peers themselves are not installed here."""
+"""bench/peers.py's measuring parts: the fake model's per-request model time (ANYY_BENCH_MODEL_TIMES), the
+subtraction of that time from a turn, and the guard's verdict from the figures. The peers themselves are
+not installed here."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
-from peers import overlap  # noqa: E402
+from peers import GUARD_RATIOS, WARM_P50_MS, guard_checks, overlap  # noqa: E402
 
 ASK = {"model": "bench", "messages": [{"role": "user", "content": "add a task milk"}]}
 
@@ -71,3 +72,29 @@ def test_model_time_is_what_of_each_request_falls_inside_the_turn() -> None:
     seconds, started = overlap(turn, requests)
     assert seconds == pytest.approx(0.25 + 0.25 + 0.1)
     assert started == 2  # the one begun before the turn is not this turn's
+
+
+def verdict(anyy_p50: float, peers_p50: dict[str, float], warm_p50: float | None) -> dict[str, bool]:
+    return {c.what.split()[0]: c.holds for c in guard_checks(anyy_p50, peers_p50, warm_p50)}
+
+
+def test_the_guard_holds_at_its_bounds_and_fails_past_each() -> None:
+    assert (GUARD_RATIOS, WARM_P50_MS) == ({"nanobot": 20.0, "hermes": 15.0}, 3.0)  # issue 36's figures
+    assert verdict(4.0, {"nanobot": 80.0, "hermes": 60.0}, 3.0) == {"nanobot": True, "hermes": True, "anyy": True}
+    assert verdict(4.0, {"nanobot": 79.9, "hermes": 60.0}, 2.0) == {"nanobot": False, "hermes": True, "anyy": True}
+    assert verdict(4.0, {"nanobot": 80.0, "hermes": 59.9}, 2.0) == {"nanobot": True, "hermes": False, "anyy": True}
+    assert verdict(4.0, {"nanobot": 200.0, "hermes": 200.0}, 3.01) == {"nanobot": True, "hermes": True,
+                                                                      "anyy": False}
+
+
+def test_a_figure_not_measured_fails_its_check() -> None:
+    assert verdict(4.0, {"nanobot": 200.0}, None) == {"nanobot": True, "hermes": False, "anyy": False}
+    assert verdict(0.0, {"nanobot": 200.0, "hermes": 200.0}, 1.0) == {"nanobot": False, "hermes": False,
+                                                                     "anyy": True}
+
+
+def test_each_check_prints_its_figure_bound_and_verdict() -> None:
+    lines = [c.line() for c in guard_checks(5.0, {"nanobot": 110.0, "hermes": 70.0}, 2.25)]
+    assert lines == ["guard nanobot / anyy p50: 22.00x (must be >= 20x): holds",
+                     "guard hermes / anyy p50: 14.00x (must be >= 15x): FAILS",
+                     "guard anyy warm p50, reply on screen: 2.25 ms (must be <= 3 ms): holds"]
