@@ -115,10 +115,18 @@ def _clock(value: date | datetime, like: date | datetime) -> Any:
 
 
 def _shift(comp: icalendar.Event, delta: timedelta) -> None:
-    """Move DTSTART and DTEND by `delta` of wall-clock time (aware + timedelta keeps the wall clock)."""
+    """Move DTSTART and DTEND by `delta` of wall-clock time (aware + timedelta keeps the wall clock).
+    The value is changed in place, so the property keeps its parameters. A ValueError when either is not
+    a single date or date-time (`comp.start` and `comp.end`, read before, already refuse most such)."""
+    from icalendar import vDDDTypes
+
     for name in ("DTSTART", "DTEND"):
-        if name in comp:
-            comp[name].dt = comp[name].dt + delta
+        if name not in comp:
+            continue
+        prop = comp[name]
+        if not isinstance(prop, vDDDTypes) or not isinstance(prop.dt, date):
+            raise ValueError(f"{name} is not a date or date-time: {prop!r}")
+        prop.dt = prop.dt + delta
 
 
 def _first(value: Any) -> Any:
