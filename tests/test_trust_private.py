@@ -90,15 +90,38 @@ SYSTEM_PYTHON = "/usr/bin/python3"
 def test_the_resident_keeps_its_environment_from_same_user_processes(tmp_path: Path) -> None:
     """A process that called `protect_this_process` (as `anyy run` and `anyy chat` do) cannot have its
     environment read by another process of the same user; the control without it can."""
+    import shutil
+    import tempfile
+
+    # `nobody` may not be able to enter the checkout (a clone in a 0700 folder) nor pytest's tmp_path (0700,
+    # ours): the module it runs is copied to a folder of its own that any user can read.
+    readable = Path(tempfile.mkdtemp(prefix="anyy-as-nobody-"))
+    try:
+        package = readable / "connectors"
+        package.mkdir()
+        for name in ("__init__.py", "private_paths.py"):
+            shutil.copyfile(Path(__file__).resolve().parents[1] / "connectors" / name, package / name)
+            (package / name).chmod(0o644)
+        package.chmod(0o755)
+        readable.chmod(0o755)
+        outcomes = _environ_readable_as_nobody(readable)
+    finally:
+        shutil.rmtree(readable)
+    assert outcomes == {False: True, True: False}
+
+
+def _environ_readable_as_nobody(pythonpath: Path) -> dict[bool, bool]:
+    """Whether a `nobody` process can read the environment of another `nobody` process, without and with
+    `protect_this_process`."""
     import subprocess
 
-    root = str(Path(__file__).resolve().parents[1])
-    env = {"PYTHONPATH": root, "ANYY_TEST_MODEL_KEY": "sk-secret-in-environ", "PATH": "/usr/bin:/bin"}
+    env = {"PYTHONPATH": str(pythonpath), "ANYY_TEST_MODEL_KEY": "sk-secret-in-environ", "PATH": "/usr/bin:/bin"}
     outcomes = {}
     for protect in (False, True):
         code = ("import sys, time\nfrom connectors.private_paths import protect_this_process\n"
                 f"ok = protect_this_process() if {protect} else True\nprint(ok, flush=True)\ntime.sleep(30)\n")
-        proc = subprocess.Popen([SYSTEM_PYTHON, "-c", code], env=env, user="nobody", stdout=subprocess.PIPE, text=True)
+        proc = subprocess.Popen([SYSTEM_PYTHON, "-c", code], env=env, user="nobody", stdout=subprocess.PIPE, text=True,
+                                cwd=pythonpath)
         try:
             assert proc.stdout is not None and proc.stdout.readline().strip() == "True"
             read = subprocess.run(["cat", f"/proc/{proc.pid}/environ"], user="nobody", capture_output=True)
@@ -106,4 +129,4 @@ def test_the_resident_keeps_its_environment_from_same_user_processes(tmp_path: P
         finally:
             proc.kill()
             proc.wait()
-    assert outcomes == {False: True, True: False}
+    return outcomes

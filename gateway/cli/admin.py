@@ -29,7 +29,8 @@ class AdminError(Exception):
 
 
 def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
-    sub.add_parser("doctor", parents=[common], help="check config, store, model, surfaces, connectors").set_defaults(fn=doctor)
+    sub.add_parser("doctor", parents=[common],
+                   help="check config, store, model, surfaces, connectors").set_defaults(fn=doctor)
     add_usage_parser(sub, common)
     p = sub.add_parser("tools", parents=[common], help="the tool catalog")
     p.add_argument("--json", action="store_true")
@@ -84,13 +85,20 @@ TOOLS_COLUMNS = ("toolset", "tool", "risk", "approval", "execution")
 
 
 async def tools(config: Config, args: argparse.Namespace) -> int:
+    from gateway.services.availability import availability
     from toolsets.registry import TOOLSETS
-    rows = [{"toolset": ts.name, "tool": t.name, "risk": str(t.descriptor.risk),
-             "approval": str(t.descriptor.approval), "execution": str(t.descriptor.execution),
-             "visible_chars": t.descriptor.output_budget.visible_chars,
-             "requires": t.requires or ts.requires,
-             "available": all(_configured(config, r) for r in (ts.requires, t.requires) if r is not None)}
-            for ts in TOOLSETS for t in ts.tools]
+    avail = availability(config)  # what the runtime builds, so what this lists is what the model can have
+    rows: list[dict[str, Any]] = []
+    for ts in TOOLSETS:
+        present = ts.present(avail)
+        here = {t.name for t in present.tools} if present is not None else set()
+        for t in ts.tools:
+            rows.append({"toolset": ts.name, "tool": t.name, "risk": str(t.descriptor.risk),
+                         "approval": str(t.descriptor.approval), "execution": str(t.descriptor.execution),
+                         "visible_chars": t.descriptor.output_budget.visible_chars,
+                         "requires": t.requires or ts.requires, "available": t.name in here,
+                         "why_not": "" if t.name in here else
+                         avail.why_absent(ts.requires) or avail.why_absent(t.requires)})
     mcp_rows, down = await mcp_cli.tool_rows(config)  # connects to the enabled MCP servers to list them
     rows += mcp_rows
     for note in down:
@@ -101,23 +109,12 @@ async def tools(config: Config, args: argparse.Namespace) -> int:
     # Columns as wide as their longest entry: an MCP tool name (mcp_server__tool) can be 60 characters.
     widths = {c: max(len(c), *(len(str(r[c])) for r in rows)) for c in TOOLS_COLUMNS}
     print("  ".join(c.upper().ljust(widths[c]) for c in TOOLS_COLUMNS).rstrip())
-    for r in rows:
-        needs = {"web_search": "needs [web] search", "mcp": "server down"}.get(r["requires"] or "",
-                                                                               f"needs [{r['requires']}]")
-        note = "" if r["available"] else f"  ({needs})"
+    said = ""
+    for r in rows:  # why a tool is not available, said on the first row of a run of the same reason
+        note = "" if r["available"] else f"  (not available{': ' + r['why_not'] if r['why_not'] != said else ''})"
+        said = r["why_not"]
         print("  ".join(str(r[c]).ljust(widths[c]) for c in TOOLS_COLUMNS).rstrip() + note)
     return 0
-
-
-def _configured(config: Config, requires: str) -> bool:
-    from gateway.services.factory import speech_engine
-    if requires == "web_search":
-        return config.web.search != "none"
-    if requires == "terminal":
-        return config.terminal.enabled
-    if requires == "tts":  # the section always exists; the engine decides
-        return speech_engine(config) is not None
-    return requires in ("automations", "web", "workspace", "artifacts") or getattr(config, requires, None) is not None
 
 
 async def approvals_list(config: Config, args: argparse.Namespace) -> int:
@@ -144,7 +141,10 @@ async def approvals_decide(config: Config, args: argparse.Namespace) -> int:
         rec = await gw.approvals.repo.get(args.id)
     finally:
         await gw.stop()
-    print(answer if rec is None or rec.state in ("pending", "denied") else f"{answer} Now: {rec.state}. {rec.result or ''}")
+    if rec is None or rec.state in ("pending", "denied"):
+        print(answer)
+    else:
+        print(f"{answer} Now: {rec.state}. {rec.result or ''}")
     return 0 if rec is not None else 1
 
 
@@ -192,7 +192,8 @@ async def audit(config: Config, args: argparse.Namespace) -> int:
         print(f"No audit events{what}.")
     for e in events:
         extra = f" {json.dumps(e.detail, ensure_ascii=False)}" if e.detail else ""
-        print(f"{_local(config, e.at, seconds=True)} {e.actor:<20} {e.action:<18} {e.tool or '':<16} {e.subject or ''}{extra}")
+        print(f"{_local(config, e.at, seconds=True)} {e.actor:<20} {e.action:<18} {e.tool or '':<16} "
+              f"{e.subject or ''}{extra}")
     return 0
 
 
@@ -203,7 +204,8 @@ async def pairing_list(config: Config, args: argparse.Namespace) -> int:
         pending, admitted = await repo.pending(), await repo.admitted()
     print("Pending codes:" if pending else "No pending pairing codes.")
     for p in pending:
-        print(f"  {p.surface:<9} {p.code}  user {p.user_id} ({p.user_name or '?'})  expires {_local(config, p.expires_at)}")
+        print(f"  {p.surface:<9} {p.code}  user {p.user_id} ({p.user_name or '?'})  "
+              f"expires {_local(config, p.expires_at)}")
     if admitted:
         print("Admitted users:")
         for surface, user_id, added in admitted:

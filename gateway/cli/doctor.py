@@ -33,6 +33,7 @@ async def doctor(config: Config, args: argparse.Namespace) -> int:
     if not surfaces and not problems:
         results.append((WARN, "surfaces", "none configured: only `anyy chat` (the terminal) can reach you"))
     results += await connector_checks(config)
+    results.append(toolsets_line(config))
     results += await computer_use_check(config.computer_use)
     results += await doctor_checks(config)
     secrets = configured_secrets(config)
@@ -120,19 +121,28 @@ async def _model(config: Config) -> tuple[str, str, str]:
     return OK, "model", f"{cfg.provider} {reply.model or cfg.model} at {cfg.base_url} answers"
 
 
+def toolsets_line(config: Config) -> tuple[str, str, str]:
+    """Which toolsets the model can have with this config: the runtime's answer (one function decides)."""
+    from gateway.services.availability import availability
+    from toolsets.registry import TOOLSETS
+    avail = availability(config)
+    here = [ts.name for ts in TOOLSETS if ts.present(avail) is not None]
+    absent = [ts.name for ts in TOOLSETS if ts.name not in here]
+    return OK, "toolsets", (f"{len(here)} of {len(TOOLSETS)} available: {', '.join(here)}"
+                            + (f"; not configured: {', '.join(absent)} (`anyy tools` says why)" if absent else ""))
+
+
 def _media(config: Config) -> list[tuple[str, str, str]]:
     """Voice notes in (a transcription endpoint) and out (a usable speech engine); see docs/media.md."""
-    from connectors.speech import EspeakEngine
+    from gateway.services.availability import tts_problem
     speech, tts = config.speech, config.tts
     lines = [(OK, "speech", f"voice notes are transcribed at {speech.transcribe_url} ({speech.transcribe_model})")
              if speech.transcribe_url else
              (WARN, "speech", "voice notes are not transcribed: set [speech] transcribe_url (docs/media.md)")]
-    if tts.engine == "espeak-ng" and (missing := EspeakEngine.missing_programs()):
-        lines.append((BAD, "tts", f"engine espeak-ng needs {' and '.join(missing)}: apt-get install espeak-ng ffmpeg"))
-    elif tts.engine == "openai" and not tts.url:
-        lines.append((BAD, "tts", "engine openai needs [tts] url (e.g. \"https://api.openai.com/v1\")"))
-    elif tts.engine != "none":
-        lines.append((OK, "tts", f"text_to_speech with {tts.engine} (voice {tts.voice})"))
+    if tts.engine != "none":
+        problem = tts_problem(config)
+        lines.append((BAD, "tts", problem) if problem else
+                     (OK, "tts", f"text_to_speech with {tts.engine} (voice {tts.voice})"))
     return lines
 
 
@@ -148,7 +158,8 @@ async def _surface(config: Config, name: str) -> tuple[str, str, str]:
                 r = await http.get(f"{config.telegram.base_url}{token}/getMe")
                 data = r.json()
                 if not data.get("ok"):
-                    return BAD, "telegram", f"the token in ${config.telegram.token_env} was refused: {data.get('description')}"
+                    return (BAD, "telegram",
+                            f"the token in ${config.telegram.token_env} was refused: {data.get('description')}")
                 return OK, "telegram", f"bot @{data['result'].get('username')} ({config.telegram.mode})"
             if name == "slack" and config.slack is not None:
                 token = secret(config.slack.bot_token_env) or ""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import sys
 from collections.abc import Callable, Coroutine
@@ -139,13 +140,27 @@ def parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--config", help="config file (default: $ANYY_CONFIG or ~/.config/anyy/config.toml)")
     sub = p.add_subparsers(dest="command", required=True)
-    sub.add_parser("run", parents=[common], help="run the resident assistant (all surfaces + scheduler)").set_defaults(fn=run)
+    sub.add_parser("run", parents=[common],
+                   help="run the resident assistant (all surfaces + scheduler)").set_defaults(fn=run)
     sub.add_parser("chat", parents=[common], help="chat in this terminal").set_defaults(fn=chat)
     admin.add_parsers(sub, common)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The `anyy` command. A reader that goes away (`anyy tools | head`) ends it quietly, as it ends `cat`."""
+    try:
+        return command(argv)
+    except BrokenPipeError:
+        # The signal module's documented recipe: stdout goes to devnull, so the interpreter's own flush at
+        # exit does not fail a second time and print "Exception ignored" to the terminal.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+
+
+def command(argv: list[str] | None) -> int:
+    """Parse `argv`, load the config and run the command it names; a clear message, never a traceback,
+    for the errors a person can fix."""
     args = parser().parse_args(argv)
     # After the parser: `--help`, `--version` and a usage error have exited before any of this loads.
     from gateway import redaction

@@ -105,7 +105,8 @@ async def tool_rows(config: Config) -> tuple[list[dict[str, Any]], list[str]]:
             rows += [{"toolset": ts.name, "tool": t.name, "risk": str(t.descriptor.risk),
                       "approval": str(t.descriptor.approval), "execution": str(t.descriptor.execution),
                       "visible_chars": t.descriptor.output_budget.visible_chars, "requires": ts.requires,
-                      "available": server.state == "up"} for t in ts.tools]
+                      "available": server.state == "up",
+                      "why_not": "" if server.state == "up" else server.status()} for t in ts.tools]
     return rows, notes
 
 

@@ -9,6 +9,7 @@ from pydantic import BaseModel
 from gateway.approvals.policy import effective_descriptor
 from gateway.config import GovernanceConfig
 from gateway.selection.selector import Selection, schema_bytes, tools_for
+from gateway.services.availability import Availability
 from store.records import SessionRecord
 from toolsets.base import Tool, Toolset
 from toolsets.loader import loader_tool
@@ -62,15 +63,13 @@ def _tool_row(tool: Tool, governance: GovernanceConfig) -> ToolRow:
                    stored_chars=d.output_budget.stored_chars, steering=d.steering)
 
 
-def _why_not(ts: Toolset, enabled: Collection[str], services: Collection[str]) -> str:
+def _why_not(ts: Toolset, enabled: Collection[str], avail: Availability, services: Collection[str]) -> str:
     if ts.name not in enabled:
         return "disabled in this runtime"
-    if ts.requires is not None and ts.requires not in services:
-        return f"connector not configured: add a [{ts.requires}] section to the config"
-    return ""
+    return avail.why_absent(ts.requires, services)
 
 
-def catalog(known: Sequence[Toolset], enabled: Sequence[Toolset], services: Collection[str],
+def catalog(known: Sequence[Toolset], enabled: Sequence[Toolset], avail: Availability, services: Collection[str],
             governance: GovernanceConfig, guest_may_use: Callable[[str], bool]) -> list[ToolsetRow]:
     """Every known toolset (registry order, then any built at run time such as MCP servers'), whether
     the model can have it in this runtime and why not, whether guests get it (`[access] guest_toolsets`
@@ -79,7 +78,7 @@ def catalog(known: Sequence[Toolset], enabled: Sequence[Toolset], services: Coll
     ordered = [*known, *(ts for ts in enabled if ts.name not in {k.name for k in known})]
     rows = []
     for ts in ordered:
-        why = _why_not(ts, names, services)
+        why = _why_not(ts, names, avail, services)
         rows.append(ToolsetRow(name=ts.name, description=ts.description, available=not why, why_not=why,
                                guests=guest_may_use(ts.name), schema_bytes=schema_bytes(ts.tools),
                                tools=[_tool_row(t, governance) for t in ts.tools]))

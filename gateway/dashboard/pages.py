@@ -11,6 +11,7 @@ from gateway.dashboard.auth import PREFIX
 from gateway.dashboard.catalog import catalog, selections
 from gateway.dashboard.context import gateway_of, render
 from gateway.dashboard.health import health
+from gateway.services.availability import availability
 from store.approvals import Approvals
 from store.audit import Audit
 from store.messages import Messages
@@ -27,7 +28,8 @@ SEARCH_LIMIT = 50
 
 async def tools(request: web.Request) -> web.Response:
     gw = gateway_of(request)
-    rows = catalog(TOOLSETS, gw.toolsets, set(gw.services), gw.config.tool_governance, gw.access.guest_may_use)
+    rows = catalog(TOOLSETS, gw.toolsets, availability(gw.config), set(gw.services), gw.config.tool_governance,
+                   gw.access.guest_may_use)
     return render(request, "tools.html", toolsets=rows)
 
 

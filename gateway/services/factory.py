@@ -13,12 +13,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from pydantic import SecretStr
+
 from connectors.private_paths import PrivatePaths
 from connectors.skills import SkillLibrary
 from connectors.speech import EspeakEngine, OpenAISpeechEngine, SpeechEngine, Transcriber
 from connectors.web import Guard, HostRules, SearchError, WebFetcher, extractor_problem, search_backend
 from connectors.workspace import Workspace
 from gateway.config import CalendarConfig, ComputerUseConfig, Config, EmailConfig, WebConfig, secret
+from gateway.services.availability import Availability, availability, browser_problem, tts_problem
 from gateway.services.subagents import Enqueue, SubagentService, TurnRunner
 from store.artifacts import Artifacts
 from store.db import Store
@@ -70,13 +73,15 @@ class SurfaceStatus(Mapping[str, str]):
 def email_client(cfg: EmailConfig) -> EmailClient:
     from connectors.email import EmailClient, EmailSettings
     settings = cfg.model_dump(exclude={"password_env", "smtp_password_env"})
-    smtp_password = (secret(cfg.smtp_password_env) or "") if cfg.smtp_password_env else None
-    return EmailClient(EmailSettings(**settings, password=secret(cfg.password_env) or "", smtp_password=smtp_password))
+    smtp_password = SecretStr(secret(cfg.smtp_password_env) or "") if cfg.smtp_password_env else None
+    return EmailClient(EmailSettings(**settings, password=SecretStr(secret(cfg.password_env) or ""),
+                                     smtp_password=smtp_password))
 
 
 def calendar_client(cfg: CalendarConfig) -> CalendarClient:
     from connectors.calendar import CalendarClient, CalendarSettings
-    return CalendarClient(CalendarSettings(url=cfg.url, username=cfg.username, password=secret(cfg.password_env) or "",
+    return CalendarClient(CalendarSettings(url=cfg.url, username=cfg.username,
+                                           password=SecretStr(secret(cfg.password_env) or ""),
                                            default_calendar=cfg.default_calendar, timeout=cfg.timeout_s))
 
 
@@ -85,24 +90,24 @@ def web_services(cfg: WebConfig) -> dict[str, Any]:
     ("web_search", only when one is configured; without it the web_search tool is absent)."""
     guard = Guard(HostRules(cfg.allowed_hosts, cfg.denied_hosts), allow_private=cfg.allow_private_urls)
     out: dict[str, Any] = {"web": WebFetcher(guard, max_bytes=cfg.max_bytes, timeout_s=cfg.timeout_s)}
-    backend = search_backend(cfg.search, searxng_url=cfg.searxng_url, api_key=secret(cfg.key_env) if cfg.key_env else None,
-                             key_env=cfg.key_env, timeout_s=cfg.timeout_s)
+    backend = search_backend(cfg.search, searxng_url=cfg.searxng_url,
+                             api_key=secret(cfg.key_env) if cfg.key_env else None, key_env=cfg.key_env,
+                             timeout_s=cfg.timeout_s)
     if backend is not None:
         out["web_search"] = backend
     return out
 
 
-def browser_services(config: Config) -> dict[str, Any]:
-    """The browser ("browser", with its "browser_policy") when [browser] enabled and a Chromium is found.
+def browser_services(config: Config, avail: Availability) -> dict[str, Any]:
+    """The browser ("browser", with its "browser_policy") when available (enabled and a Chromium found).
     Building it starts nothing: the browser process starts on first use."""
-    cfg = config.browser
-    if not cfg.enabled:
+    if "browser" not in avail:
         return {}
     from connectors.browser import Browser, BrowserSettings, find_executable
     from toolsets.browser import BrowserPolicy
+    cfg = config.browser
     executable = find_executable(cfg.executable)
-    if executable is None:
-        log.warning("browser_unavailable reason=no_executable configured=%s", cfg.executable or "-")
+    if executable is None:  # removed from PATH since `availability` looked
         return {}
     guard = Guard(HostRules(cfg.allowed_hosts, cfg.denied_hosts), allow_private=cfg.allow_private_urls)
     settings = BrowserSettings(executable=executable, profiles=config.data_dir / "browser", headless=cfg.headless,
@@ -110,11 +115,11 @@ def browser_services(config: Config) -> dict[str, Any]:
     return {"browser": Browser(guard, settings), "browser_policy": BrowserPolicy(tuple(cfg.trusted_hosts))}
 
 
-def image_services(config: Config, fetcher: WebFetcher) -> dict[str, Any]:
+def image_services(config: Config, avail: Availability, fetcher: WebFetcher) -> dict[str, Any]:
     """The image generator ("images") when [images] url is set; a provider's image URL on another host
     is fetched through `fetcher`, the web toolset's guarded fetcher."""
     cfg = config.images
-    if not cfg.url:
+    if "images" not in avail:
         return {}
     from connectors.imagegen import ImageGenerator
     return {"images": ImageGenerator(cfg.url, cfg.model, secret(cfg.api_key_env), size=cfg.size, fetcher=fetcher,
@@ -188,18 +193,11 @@ async def skills_check(config: Config) -> list[tuple[str, str, str]]:
 def speech_engine(config: Config) -> SpeechEngine | None:
     """The configured text-to-speech engine, or None (then the tts toolset is absent)."""
     cfg = config.tts
+    if tts_problem(config) is not None:
+        return None
     if cfg.engine == "espeak-ng":
-        missing = EspeakEngine.missing_programs()
-        if missing:
-            log.warning("tts_unavailable engine=espeak-ng missing=%s", ",".join(missing))
-            return None
         return EspeakEngine(cfg.voice, cfg.timeout_s)
-    if cfg.engine == "openai":
-        if not cfg.url:
-            log.warning("tts_unavailable engine=openai reason=no_url")
-            return None
-        return OpenAISpeechEngine(cfg.url, cfg.model, cfg.voice, secret(config.speech.api_key_env), cfg.timeout_s)
-    return None
+    return OpenAISpeechEngine(cfg.url, cfg.model, cfg.voice, secret(config.speech.api_key_env), cfg.timeout_s)
 
 
 def media_services(config: Config, store: Store) -> dict[str, Any]:
@@ -238,21 +236,24 @@ async def build_services(config: Config, store: Store, ports: GatewayPorts) -> d
     """Every service by the name tools ask for; connectors only when configured."""
     from gateway.automations.scheduler import AutomationService  # APScheduler: not for `anyy doctor`
 
+    avail = availability(config)
+    for name in sorted(avail.broken):
+        log.warning("service_unavailable service=%s reason=%s", name, avail.missing[name])
     services: dict[str, Any] = {"surfaces": ports.surfaces, **connectors(config), **web_services(config.web),
-                                **media_services(config, store), **browser_services(config),
+                                **media_services(config, store), **browser_services(config, avail),
                                 "memory": MemoryLimits(max_chars=config.runtime.memory_max_chars),
                                 "workspace": workspace(config)}
-    services |= image_services(config, services["web"])
+    services |= image_services(config, avail, services["web"])
     services["automations"] = AutomationService(store, config.tz, ports.enqueue, ports.run_prompt,
                                                 may_run=ports.may_run)
     services["skills"] = skill_library(config)
     services["subagents"] = SubagentService(store, config.subagents, ports.enqueue, ports.turns)
-    if config.terminal.enabled:
+    if "terminal" in avail:
         term = terminal(config, store)
         if ports.resident:
             await term.recover()
         services["terminal"] = term
-    if config.computer_use.enabled:  # an `anyy chat` beside `anyy run` uses the resident's display
+    if "computer_use" in avail:  # an `anyy chat` beside `anyy run` uses the resident's display
         screen = await computer_use(config.computer_use, start_xvfb=ports.resident)
         if screen is not None:
             services["computer_use"] = screen
@@ -319,7 +320,8 @@ async def connector_checks(config: Config) -> list[tuple[str, str, str]]:
                 if not st.reachable:
                     lines.append(("✗", "email", f"IMAP: {st.imap}; SMTP: {st.smtp}"))
                 else:
-                    lines.append(("✓", "email", f"{st.account}: {st.messages} messages, {st.unseen} unseen; SMTP {st.smtp}"))
+                    lines.append(("✓", "email", f"{st.account}: {st.messages} messages, {st.unseen} unseen; "
+                                                f"SMTP {st.smtp}"))
             else:
                 from connectors.calendar import CalendarNotFound
                 cals = await client.calendars()
@@ -342,12 +344,10 @@ async def connector_checks(config: Config) -> list[tuple[str, str, str]]:
 
 def browser_check(config: Config) -> tuple[str, str, str]:
     """`anyy doctor`'s browser line: which Chromium will be driven (nothing is started)."""
+    if (problem := browser_problem(config)) is not None:
+        return ("✗", "browser", problem)
     from connectors.browser import find_executable
     found = find_executable(config.browser.executable)
-    if found is None:
-        wanted = config.browser.executable or "chromium, chromium-browser or google-chrome on PATH"
-        return ("✗", "browser", f"no browser found ({wanted}); apt-get install chromium, or set [browser] "
-                                "executable (docs/browser.md)")
     reach = "private network allowed" if config.browser.allow_private_urls else "public web only"
     return ("✓", "browser", f"{found}; {reach}; actions held for approval"
             + (f" except on {len(config.browser.trusted_hosts)} trusted host pattern(s)"
