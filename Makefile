@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
 
-.PHONY: chat run test bench clean
+.PHONY: chat run test lint bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,6 +20,10 @@ run: $(STAMP)  ## the resident process: every configured surface + the scheduler
 
 test: $(STAMP)  ## the whole test suite (starts its own local servers)
 	$(BIN)/pytest
+
+lint: $(STAMP)  ## ruff (packages, tests, bench) and mypy (the four packages): any finding fails
+	$(BIN)/ruff check .
+	$(BIN)/mypy
 
 bench: $(STAMP)  ## the benchmarks in bench/, figures recorded in docs/benchmarks.md
 	$(BIN)/python bench/turn_overhead.py
