@@ -5,8 +5,9 @@ and whoever holds the terminal (`anyy chat`, the admin CLI). Guests are users ad
 (`anyy pairing approve SURFACE CODE`): they have their own sessions, memory, tasks and reminders, and only
 the toolsets `[access] guest_toolsets` lists (or that declare `guests=True`), never the connector
 toolsets that act through the owner's accounts or machine, and never one that declares `owners_only`
-(the browser) whatever the list says. Anyone else gets a pairing code and nothing else. Every entry point asks this module: a message (runtime), a button press (app.press), an
-automation run (scheduler), a decision (approvals.decide), a surface about to download attachments.
+(the browser) whatever the list says. Anyone else gets a pairing code and nothing else. Every entry point
+asks this module: a message (runtime), a button press (app.press), an automation run (scheduler), a
+decision (approvals.decide), a surface about to download attachments.
 """
 
 from __future__ import annotations
@@ -94,9 +95,11 @@ class Access:
         owners = self._configured.get(surface)
         if owners is None:
             section = getattr(self.config, surface, None)
-            listed = {str(u) for u in getattr(section, "allowed_users", [])} | {str(u) for u in getattr(section, "approvers", [])}
+            listed = {str(u) for u in getattr(section, "allowed_users", [])}
+            listed |= {str(u) for u in getattr(section, "approvers", [])}
             prefix = f"{surface}:"
-            owners = frozenset(listed | {k[len(prefix):] for k in self.config.approvals.approvers if k.startswith(prefix)})
+            listed |= {k[len(prefix):] for k in self.config.approvals.approvers if k.startswith(prefix)}
+            owners = frozenset(listed)
             self._configured[surface] = owners
         return owners
 
@@ -163,7 +166,7 @@ class Access:
         have been told often enough (so a stranger cannot make the bot talk endlessly); for a new
         code, a notice with Admit / Ignore buttons to each owner of the surface."""
         current = await self.repo.current_code(inbound.surface, inbound.user_id)
-        notices: list[Outbound] = []
+        notices: list[Delivery] = []
         if current is None:
             now = utcnow()
             current = PairingRecord(

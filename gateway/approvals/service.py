@@ -16,6 +16,7 @@ import secrets
 import string
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
+from typing import Literal
 
 from pydantic import BaseModel, ValidationError
 
@@ -188,7 +189,7 @@ class ApprovalService:
         if done is not None:
             await self._finish(done)
 
-    async def _run(self, rec: ApprovalRecord) -> tuple[str, str]:
+    async def _run(self, rec: ApprovalRecord) -> tuple[Literal["succeeded", "failed"], str]:
         tool = self.tools.get(rec.tool)
         if tool is None:
             return "failed", f"the tool {rec.tool} no longer exists"

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import contextlib
 import http
 import logging
 import socket
 import ssl
 import urllib.request
 from collections.abc import AsyncIterator
-from typing import Any, Protocol, Self
+from typing import Any, Literal, Protocol, Self
 
 import httpx
 
@@ -202,10 +203,8 @@ class HttpModelClient(abc.ABC):
         status = response.status_code
         if status < 400:
             return
-        try:
+        with contextlib.suppress(httpx.HTTPError):
             await response.aread()
-        except httpx.HTTPError:
-            pass
         if status >= 500 or status in _RETRYABLE_4XX:
             raise TransientError(self._status_text(response), parse_retry_after(response.headers))
         raise ModelUnavailable(f"the model at {self._where} refused the request: "
@@ -319,7 +318,7 @@ def _http_client(base_url: str, timeout_s: float) -> httpx.AsyncClient:
     return httpx.AsyncClient(timeout=timeout, transport=Http1Transport(ssl_context=tls))
 
 
-def _tls_for(base_url: str) -> ssl.SSLContext | bool:
+def _tls_for(base_url: str) -> ssl.SSLContext | Literal[True]:
     """Verify certificates as httpx does (its CA bundle) for an https model. A plain-http model never
     speaks TLS: its client gets a context that trusts no certificate, which fails closed and spares
     every start the ~20 ms of reading the CA bundle."""
