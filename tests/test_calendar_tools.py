@@ -270,10 +270,10 @@ async def test_an_event_changed_after_the_preview_is_refused(
     at_execution = await preview(tool, ctx, **args)
     assert at_execution.payload["etag"] != at_prompt.payload["etag"]
     assert tool.effector is not None
-    with pytest.raises(ToolError, match="^the event changed on the server since you approved; nothing was changed$"):
+    with pytest.raises(ToolError, match=r"^the event changed on the server since you approved; nothing was changed$"):
         await tool.effector(ctx, None, at_prompt.payload)  # type: ignore[arg-type]
     assert "Warning: the event changed on the server" in at_execution.text
-    with pytest.raises(ToolError, match="^the event changed on the server since you approved; nothing was changed$"):
+    with pytest.raises(ToolError, match=r"^the event changed on the server since you approved; nothing was changed$"):
         await call(tool, ctx, **args)
     assert caldav_server.etags(fresh_calendar) == changed
     assert (await client.get_event("dentist")).start == datetime(2025, 3, 13, 9, tzinfo=BERLIN)

@@ -127,7 +127,7 @@ async def test_search_and_get_bad_input_and_imap_down(ctx: RecordingContext, ctx
         await call(email_search, ctx, folder="Archive/2019")
     with pytest.raises(ToolError, match="no message with UID 424242"):
         await call(email_get, ctx, uid=424242)
-    with pytest.raises(ToolError, match="IMAP server 127.0.0.1:\\d+ is unreachable: connection refused"):
+    with pytest.raises(ToolError, match=r"IMAP server 127\.0\.0\.1:\d+ is unreachable: connection refused"):
         await call(email_search, ctx_imap_down, subject="x")
     down = await call(email_status, ctx_imap_down)
     assert "IMAP IMAP server 127.0.0.1" in down and "unreachable" in down and "SMTP ok" in down
@@ -214,7 +214,8 @@ async def test_smtp_refusal_is_a_tool_error_and_the_draft_stays_sendable(ctx: Re
                                                                           smtp_recorder: SmtpRecorder) -> None:
     draft_id = draft_id_of(await call(email_draft, ctx, to=["ghost@example.net"], subject="Hi", body="Hello"))
     smtp_recorder.refusal = "550 5.1.1 <ghost@example.net>: Recipient address rejected: User unknown"
-    with pytest.raises(ToolError, match="(?s)not sent: .*550 5.1.1 <ghost@example.net>: Recipient address rejected"):
+    with pytest.raises(ToolError,
+                       match=r"(?s)not sent: .*550 5\.1\.1 <ghost@example\.net>: Recipient address rejected"):
         await call(email_send, ctx, draft_id=draft_id)
     assert ctx.external_sources[-1] == "mail server"  # the server's reply text is outside content
     assert smtp_recorder.received == []
@@ -226,7 +227,7 @@ async def test_smtp_refusal_is_a_tool_error_and_the_draft_stays_sendable(ctx: Re
 
 async def test_smtp_down_is_a_clear_tool_error(ctx_smtp_down: RecordingContext, smtp_recorder: SmtpRecorder) -> None:
     draft_id = draft_id_of(await call(email_draft, ctx_smtp_down, to=["bob@example.net"], subject="Hi", body="Yo"))
-    with pytest.raises(ToolError, match="not sent: SMTP server 127.0.0.1:\\d+ is unreachable: connection refused"):
+    with pytest.raises(ToolError, match=r"not sent: SMTP server 127\.0\.0\.1:\d+ is unreachable: connection refused"):
         await call(email_send, ctx_smtp_down, draft_id=draft_id)
     assert await state_of(ctx_smtp_down, draft_id) == "draft"
     assert smtp_recorder.received == []

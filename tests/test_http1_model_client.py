@@ -55,7 +55,7 @@ async def test_the_model_client_names_a_cut_response() -> None:
 async def test_the_model_client_names_an_oversized_head() -> None:
     big = b"HTTP/1.1 200 OK\r\nX-Big: " + b"a" * 70_000 + b"\r\n\r\n"
     async with Server(answer(big, keep=False)) as server, model_client(server.url) as model:
-        with pytest.raises(ModelUnavailable, match="not valid HTTP.*over 64 KiB"):
+        with pytest.raises(ModelUnavailable, match=r"not valid HTTP.*over 64 KiB"):
             await model.complete(user("hello"), [])
 
 

@@ -246,6 +246,6 @@ async def test_loader_loads_known_and_reports_unknown(store):
     result = await call(loader, ctx, names=["memory", "email", "memory"])
     assert result == "Loaded: memory. Their tools are available now. Unknown, ignored: email."
     assert ctx.loaded == ["memory"]
-    with pytest.raises(ToolError, match="unknown toolset.*email, calendar; available: tasks, memory"):
+    with pytest.raises(ToolError, match=r"unknown toolset.*email, calendar; available: tasks, memory"):
         await call(loader, ctx, names=["email", "calendar"])
     assert ctx.loaded == ["memory"]

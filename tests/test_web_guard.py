@@ -5,6 +5,7 @@ documented. Refusals are checked against the real fake site: a refused URL never
 from __future__ import annotations
 
 import ipaddress
+import re
 
 import pytest
 
@@ -44,7 +45,7 @@ INTERNAL = [
 @pytest.mark.parametrize("url", INTERNAL)
 async def test_every_spelling_of_an_internal_address_is_refused(url: str) -> None:
     lookup = resolver({})
-    with pytest.raises(BlockedURL, match="private|local|loopback|metadata|carrier-grade|not a public|this machine"):
+    with pytest.raises(BlockedURL, match=r"private|local|loopback|metadata|carrier-grade|not a public|this machine"):
         await Guard(resolver=lookup).check(url)
     assert lookup.asked == []  # decided from the URL alone: no DNS involved
 
@@ -62,7 +63,7 @@ async def test_user_info_trick_checks_the_host_after_the_at_sign() -> None:
     lookup = resolver({"example.com": [PUBLIC], "evil.test": ["127.0.0.1"]})
     target = await Guard(resolver=lookup).check("http://127.0.0.1@example.com/page")
     assert (target.host, target.address, target.url) == ("example.com", PUBLIC, "http://example.com/page")
-    with pytest.raises(BlockedURL, match="evil.test resolves to 127.0.0.1"):
+    with pytest.raises(BlockedURL, match=re.escape("evil.test resolves to 127.0.0.1")):
         await Guard(resolver=lookup).check("https://example.com@evil.test/")
 
 
@@ -153,7 +154,7 @@ async def test_allowed_hosts_limits_fetches_and_reads_urls_the_way_they_connect(
     assert (await guard.check("https://Bücher.example/")).host == "xn--bcher-kva.example"
     for url in ("https://docs.example.com@evil.test/", "https://evil.test/#docs.example.com",
                 "https://evil.test/?docs.example.com"):
-        with pytest.raises(BlockedURL, match="evil.test is not in allowed_hosts"):
+        with pytest.raises(BlockedURL, match=re.escape("evil.test is not in allowed_hosts")):
             await guard.check(url)
 
 

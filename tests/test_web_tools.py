@@ -67,7 +67,7 @@ async def test_web_fetch_errors_are_tool_errors(site: FakeSite, ctx: RecordingCo
     ctx.external_sources.clear()
     ctx.services["web"] = WebFetcher(Guard())
     try:
-        with pytest.raises(ToolError, match="refused: 127.0.0.1 is a loopback address"):
+        with pytest.raises(ToolError, match=re.escape("refused: 127.0.0.1 is a loopback address")):
             await web.web_fetch.handler(ctx, url=site.url("/secret"))
     finally:
         await ctx.services["web"].aclose()
