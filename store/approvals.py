@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins  # inside `Approvals`, `list` is its method: its annotations name builtins.list
 from typing import Any
 
 from store.audit import add_audit
@@ -107,17 +108,17 @@ class Approvals:
 
         return await self.store.run(op)
 
-    async def due_to_expire(self) -> list[str]:
+    async def due_to_expire(self) -> builtins.list[str]:
         return await self.store.run(lambda db: [r[0] for r in db.execute(
             "SELECT id FROM approvals WHERE state = 'pending' AND expires_at <= ?", [iso(utcnow())]).fetchall()])
 
-    async def stranded(self) -> list[str]:
+    async def stranded(self) -> builtins.list[str]:
         """Ids of executing approvals whose executor has stopped (`store.leases.takeable`)."""
         rows = await self.store.run(lambda db: db.execute(
             "SELECT id, owner, lease_until FROM approvals WHERE state = 'executing'").fetchall())
         me, now = self.store.owner, self.store.now()
         return [r[0] for r in rows if takeable(r[1], r[2], me, now)]
 
-    async def ids_in_state(self, state: ApprovalState) -> list[str]:
+    async def ids_in_state(self, state: ApprovalState) -> builtins.list[str]:
         return await self.store.run(lambda db: [r[0] for r in db.execute(
             "SELECT id FROM approvals WHERE state = ?", [state]).fetchall()])

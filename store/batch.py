@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 Op = Callable[[Any], Any]
@@ -66,10 +67,10 @@ class Batcher:
                     continue
                 ops = [(fn, write) for fn, write, _ in batch]
                 try:
-                    outcomes = await self._run(lambda db: run_batch(db, ops))
+                    outcomes = await self._run(partial(run_batch, ops=ops))
                 except Exception as exc:  # e.g. the store was closed: every caller hears it
                     outcomes = [(False, exc)] * len(batch)
-                for (_, _, future), (ok, value) in zip(batch, outcomes):
+                for (_, _, future), (ok, value) in zip(batch, outcomes, strict=True):  # one outcome per op
                     if not future.done():
                         if ok:
                             future.set_result(value)

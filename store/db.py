@@ -9,6 +9,7 @@ thread (`Store.run`), which also serializes this process's writes without extra 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import queue
 import re
 import sqlite3
@@ -110,8 +111,11 @@ class Store:
         from store import pg_schema
         from store.pg import PgDatabase
 
-        extra = {"password": self._password} if self._password else {}
-        conn = psycopg.connect(self.url, autocommit=True, connect_timeout=10, application_name="anyy", **extra)
+        if self.url is None:
+            raise StoreError("no PostgreSQL URL to connect to")  # only a shared store connects
+        # psycopg drops a None parameter: without a password here the URL's or libpq's own (PGPASSWORD) applies.
+        conn = psycopg.connect(self.url, autocommit=True, connect_timeout=10, application_name="anyy",
+                               password=self._password or None)
         self._db = PgDatabase(conn)
         pg_schema.migrate(self._db)
         self._measure_skew()
@@ -233,7 +237,5 @@ def _hand(loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any], result: 
         else:
             future.set_result(result)
 
-    try:
+    with contextlib.suppress(RuntimeError):  # the caller's loop is closed: nobody is waiting any more
         loop.call_soon_threadsafe(settle)
-    except RuntimeError:  # the caller's loop is closed: nobody is waiting any more
-        pass

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from store.db import Store
 from store.records import MemoryEntry, iso, row_to, utcnow
 from store.tables import Database
@@ -16,10 +18,12 @@ class Memory:
 
         return await self.store.run(lambda db: list_memory(db, user_key, target))
 
-    async def add(self, user_key: str, target: str, content: str) -> MemoryEntry:
+    async def add(self, user_key: str, target: Literal["user", "notes"], content: str) -> MemoryEntry:
         def op(db: Database) -> MemoryEntry:
-            row = {"user_key": user_key, "target": target, "content": content, "created_at": iso(utcnow())}
-            return MemoryEntry(id=db["memory"].insert(row).last_pk, **row)
+            now = iso(utcnow())
+            row = {"user_key": user_key, "target": target, "content": content, "created_at": now}
+            return MemoryEntry(id=db["memory"].insert(row).last_pk, user_key=user_key, target=target,
+                               content=content, created_at=now)
 
         return await self.store.run(op)
 

@@ -191,7 +191,7 @@ def messages_within(db: Database, session_id: str, epoch: int, budget_chars: int
     kept: list[dict[str, Any]] = []
     used, turn = 0, None
     for raw in cur:
-        row = dict(zip(names, raw))
+        row = dict(zip(names, raw, strict=True))
         if row["turn_id"] != turn:  # a turn boundary: stop here if the budget is spent
             if kept and used > budget_chars:
                 break

@@ -177,7 +177,7 @@ def m001_core(db: Database) -> None:
         );
         """
     )
-    db["messages"].enable_fts(["content"], create_triggers=True, tokenize="trigram")
+    db.table("messages").enable_fts(["content"], create_triggers=True, tokenize="trigram")
 
 
 @MIGRATIONS()

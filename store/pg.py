@@ -68,18 +68,18 @@ class PgDatabase(Database):
     dialect = "postgresql"
 
     def execute(self, sql: str, params: Sequence[Any] | None = None) -> PgCursor:
-        return PgCursor(self.conn.execute(_sql(sql), _params(params)))  # type: ignore[arg-type]
+        return PgCursor(self.conn.execute(_sql(sql), _params(params)))
 
     def execute_returning_dicts(self, sql: str, params: Sequence[Any] | None = None) -> list[dict[str, Any]]:
-        cur = self.conn.execute(_sql(sql), _params(params))  # type: ignore[arg-type]
+        cur = self.conn.execute(_sql(sql), _params(params))
         if cur.description is None:
             return []
         names = [d.name for d in cur.description]
-        return [dict(zip(names, r)) for r in cur.fetchall()]
+        return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
 
     def executescript(self, script: str) -> None:
         """Several statements, no parameters (a schema script)."""
-        self.conn.execute(script)  # type: ignore[call-overload]
+        self.conn.execute(script)
 
     @contextlib.contextmanager
     def atomic(self) -> Iterator[PgDatabase]:

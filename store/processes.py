@@ -3,6 +3,7 @@ row still `running` belongs to a process that nobody supervises any more, and be
 
 from __future__ import annotations
 
+import builtins  # inside `Processes`, `list` is its method: its annotations name builtins.list
 from typing import Any
 
 from store.db import Store
@@ -45,7 +46,7 @@ class Processes:
 
         return await self.store.run(op)
 
-    async def mark_lost(self, keep: set[str] | frozenset[str] = frozenset()) -> list[dict[str, Any]]:
+    async def mark_lost(self, keep: set[str] | frozenset[str] = frozenset()) -> builtins.list[dict[str, Any]]:
         """At start-up: every row still `running` (except `keep`) whose supervisor is gone — this
         process's predecessor, or a stopped one on this host — lost it. Returns them. A process another
         live resident supervises (here, or on another machine: processes are per machine) is its own."""

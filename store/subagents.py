@@ -64,7 +64,8 @@ class SubagentJobs:
         def op(db: Database) -> SubagentJob | None:
             with db.atomic():
                 cur = db.execute(
-                    "UPDATE subagent_jobs SET state = ?, summary = ?, finished_at = ? WHERE id = ? AND state = 'running'",
+                    "UPDATE subagent_jobs SET state = ?, summary = ?, finished_at = ?"
+                    " WHERE id = ? AND state = 'running'",
                     [state, summary, iso(utcnow()), job_id])
                 if cur.rowcount != 1:
                     return None

@@ -116,7 +116,7 @@ class Database:
         if cur.description is None:
             return []
         names = [d[0] for d in cur.description]
-        return [dict(zip(names, r)) for r in cur.fetchall()]
+        return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
 
     def query(self, sql: str, params: Sequence[Any] | None = None) -> Iterator[dict[str, Any]]:
         return iter(self.execute_returning_dicts(sql, params))

@@ -19,7 +19,8 @@ class Tasks:
             row = {"user_key": user_key, "title": title, "notes": notes, "due": due, "status": "open",
                    "created_at": now, "updated_at": now}
             pk = db["tasks"].insert(row).last_pk
-            return TaskRecord(id=pk, **row)
+            return TaskRecord(id=pk, user_key=user_key, title=title, notes=notes, due=due, status="open",
+                              created_at=now, updated_at=now)
 
         return await self.store.run(op)
 
