@@ -8,7 +8,7 @@ settles it with what was read after (`open_turn`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -41,7 +41,7 @@ class Opening:
 
     @classmethod
     def of(cls, turn_id: str, user_text: str | None, event: str | None, images: list[dict[str, Any]] | None,
-           tainted_by: list[str], with_memory: bool) -> Opening:
+           tainted_by: Sequence[str], with_memory: bool) -> Opening:
         """The user's text (with its images), else the event; `tainted_by`: outside content it carries."""
         meta = {**({"images": images} if images else {}), **({"external": list(tainted_by)} if tainted_by else {})}
         if user_text is not None:

@@ -3,6 +3,7 @@ sees a short `<persisted-output>` preview instead (the Anyy tool reference's con
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
@@ -53,10 +54,8 @@ def results_dir(default: Path | None = None) -> Path:
 
 def _claim_private(path: Path) -> str | None:
     """Create `path` 0700, or check that the existing one is ours and private; the problem, or None."""
-    try:
+    with contextlib.suppress(FileExistsError):
         path.mkdir(mode=0o700)
-    except FileExistsError:
-        pass
     try:
         info = path.lstat()  # lstat: a symlink planted in /tmp is judged itself, not its target
     except OSError as exc:
@@ -105,7 +104,8 @@ def apply_budget(text: str, budget: OutputBudget, *, call_id: str, ok: bool) -> 
     visible = (
         f'<persisted-output path="{path}" bytes="{len(data)}">\n'
         f"{text[:preview_len]}\n…\n"
-        f"(output was {len(text)} characters; the first {preview_len} are shown, the whole is saved at the path above)\n"
+        f"(output was {len(text)} characters; the first {preview_len} are shown, "
+        "the whole is saved at the path above)\n"
         "</persisted-output>"
     )
     return BudgetedResult(visible=visible, stored=stored,

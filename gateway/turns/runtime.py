@@ -2,9 +2,10 @@
 
 A turn: authorize, route slash commands, select toolsets, call the model, run tool calls (through
 policy), repeat up to `max_tool_rounds`, and put the final text in the outbox. With `[runtime] stream`
-and a surface that can edit messages, the reply is shown while the model writes it (gateway/turns/live_reply.py).
-Every message, call and result is stored. Turn ids are derived from the durable inbound id, so a turn interrupted by a crash
-and re-run at start-up continues its own transcript and its replies are deduplicated in the outbox.
+and a surface that can edit messages, the reply is shown while the model writes it
+(gateway/turns/live_reply.py). Every message, call and result is stored. Turn ids are derived from the
+durable inbound id, so a turn interrupted by a crash and re-run at start-up continues its own transcript
+and its replies are deduplicated in the outbox.
 
 A re-run continues where the crash left it: an answer already stored is delivered, not asked for again;
 calls of the last model reply that have no result are finished first — one that never started (or a
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Any
 
 from gateway import checkpoints
@@ -106,7 +107,7 @@ class Runtime:
             self._submitted.add(queue_id)
             self._turns.spawn(self._handle(queue_id, inbound))
 
-    def resume(self, session_id: str, event: str, dedupe: str, tainted_by: list[str] = ()) -> None:
+    def resume(self, session_id: str, event: str, dedupe: str, tainted_by: Sequence[str] = ()) -> None:
         """Add an event (e.g. an approval outcome) to a session and let the model follow up once.
         `tainted_by` names outside content the event carries (a helper's summary)."""
         self._turns.spawn(self._follow_up(session_id, event, dedupe, list(tainted_by)))
@@ -151,11 +152,11 @@ class Runtime:
         """One inbound's turn; True when the inbound was marked done with its answer (`_answer`)."""
         turn_id = f"in-{queue_id}"
         if not await self.access.is_allowed(inbound.surface, inbound.user_id):
-            answer = await self.access.pairing_reply(inbound)
-            if answer.reply:
-                await self.reply(inbound.origin, answer.reply, f"{turn_id}:pairing")
-            for notice, key in answer.notices:
-                await self.outbox.enqueue(notice, key)
+            pairing = await self.access.pairing_reply(inbound)
+            if pairing.reply:
+                await self.reply(inbound.origin, pairing.reply, f"{turn_id}:pairing")
+            for owner_notice, key in pairing.notices:
+                await self.outbox.enqueue(owner_notice, key)
             return False
         too_long = inbound_too_long(inbound.text)
         commands = self.commands if inbound.text.startswith("/") else None
@@ -167,15 +168,16 @@ class Runtime:
                 await self.reply(inbound.origin, too_long, f"{turn_id}:too-long")
                 return False
             if commands is not None:
-                answer = await commands(inbound, record)
-                if isinstance(answer, Outbound):
-                    await self.outbox.enqueue(answer, f"{turn_id}:command")
+                said = await commands(inbound, record)
+                if isinstance(said, Outbound):
+                    await self.outbox.enqueue(said, f"{turn_id}:command")
                     return False
-                if answer is not None:
-                    await self.reply(inbound.origin, answer, f"{turn_id}:command")
+                if said is not None:
+                    await self.reply(inbound.origin, said, f"{turn_id}:command")
                     return False
         surface = self.surfaces.get(inbound.surface)
-        progress = surface.progress(inbound.origin, inbound.platform_message_id) if surface else contextlib.nullcontext()
+        progress = (surface.progress(inbound.origin, inbound.platform_message_id) if surface
+                    else contextlib.nullcontext())
         live = self._live(inbound.origin, f"{turn_id}:reply")
         async with progress, abandoned_on_error(live):
             prepared = await self.media.prepare(inbound, sid, session.user_key, turn_id)
@@ -245,13 +247,13 @@ class Runtime:
 
     # -- the model loop ---------------------------------------------------------------------------
 
-    def available(self, exclude: set[str] = frozenset()) -> list[Toolset]:
+    def available(self, exclude: Collection[str] = frozenset()) -> list[Toolset]:
         """Toolsets that exist right now: connector toolsets only when their connector is configured, and
         each without the tools whose service is missing (web_search without a search backend)."""
         present = (ts.present(self.services) for ts in self.toolsets if ts.name not in exclude)
         return [ts for ts in present if ts is not None]
 
-    async def offered(self, user_key: str, exclude: set[str] = frozenset()) -> list[Toolset]:
+    async def offered(self, user_key: str, exclude: Collection[str] = frozenset()) -> list[Toolset]:
         """The available toolsets this user's turns may use: all for an owner, the shared ones for a guest."""
         return self.access.toolsets_for(await self.access.role_of(user_key), self.available(exclude))
 
@@ -270,10 +272,10 @@ class Runtime:
 
     async def model_turn(self, session: SessionRecord | SessionKey, turn_id: str, *, user_text: str | None = None,
                          event: str | None = None, has_attachments: bool = False,
-                         exclude: set[str] = frozenset(), images: list[dict[str, Any]] | None = None,
+                         exclude: Collection[str] = frozenset(), images: list[dict[str, Any]] | None = None,
                          only: list[Toolset] | None = None, max_rounds: int | None = None,
                          with_memory: bool = True, live: LiveReply | None = None,
-                         max_tokens: int | None = None, tainted_by: list[str] = (),
+                         max_tokens: int | None = None, tainted_by: Sequence[str] = (),
                          unstored: Unwritten | None = None) -> str | None:
         """Run the model on the session (a key: got or created) until it answers. Returns the final text (None
         when the turn ended by asking the user a question). With `live`, each model call streams into it.
@@ -294,7 +296,8 @@ class Runtime:
         mine = [m for m in rows if m.turn_id == turn_id]  # a re-run after a crash: continue, don't repeat
         if mine and mine[-1].role == "assistant" and not mine[-1].tool_calls:
             return mine[-1].content  # answered before the crash: deliver that answer
-        if self.model is None:
+        model = self.model
+        if model is None:
             return (f"No model is configured yet. Set [model] base_url and model in {self.config.source} "
                     f"(and put the API key in ${self.config.model.api_key_env}); slash commands work meanwhile: /help")
         available = await self.within_session(
@@ -326,16 +329,16 @@ class Runtime:
             if "skills" in ctx.available else ""
         convo = [system_prompt(ctx.now(), session.surface, memory, self.config.runtime.instructions, skills)]
         convo += self.windows.view(session.id, rows)
-        text = await self._converse(session, ctx, convo, due, available=available, loader=loader, live=live,
+        text = await self._converse(model, session, ctx, convo, due, available=available, loader=loader, live=live,
                                     rounds=max_rounds or self.config.runtime.max_tool_rounds, max_tokens=max_tokens)
         if unstored is None and due:  # no reply of the caller's carries what the turn left: written now
             self.messages.wrote(len(due.messages))
             await self.store.write(turn_end(due, None))
         return text
 
-    async def _converse(self, session: SessionRecord, ctx: TurnContext, convo: list[ChatMessage], due: Unwritten, *,
-                        available: list[Toolset], loader: Tool, live: LiveReply | None, rounds: int,
-                        max_tokens: int | None) -> str | None:
+    async def _converse(self, model: ModelClient, session: SessionRecord, ctx: TurnContext,
+                        convo: list[ChatMessage], due: Unwritten, *, available: list[Toolset], loader: Tool,
+                        live: LiveReply | None, rounds: int, max_tokens: int | None) -> str | None:
         """`model_turn`'s calls to the model, each followed by its tool calls, until it answers; its final
         message is left in `due` (a message calling tools is written at once, with `due`'s selection)."""
         spent = 0
@@ -348,7 +351,7 @@ class Runtime:
             if live is not None:
                 live.new_call()
             try:
-                reply = await self.model.complete(convo, [self._schema(t) for t in tools],
+                reply = await model.complete(convo, [self._schema(t) for t in tools],
                                                   on_text=live.add if live is not None else None)
             except ModelUnavailable as exc:
                 log.warning("model_unavailable session=%s cut=%s", session.id, live is not None and live.started)
