@@ -155,8 +155,8 @@ class OutboxService:
                     raise
                 except Exception:  # never let one bad row stop delivery for the surface
                     log.exception("outbox_dispatch_error surface=%s", name)
-                if wake.is_set() or (more and lanes.room):
-                    look = look or (more and lanes.room)
+                if wake.is_set() or (more and lanes.room > 0):
+                    look = look or (more and lanes.room > 0)
                     continue  # new rows arrived meanwhile, or there are more than one batch
                 if not lanes.in_flight:
                     self._settled[name] = True

@@ -5,14 +5,15 @@ parent, with a fresh context: the task text and optional context, no memory and 
 sees only the toolsets it was given — a subset of what its user may use, read-only ones by default,
 never `clarify` (nobody is there to answer), never `skill_manage`, and `subagents` only while the depth
 limit allows. A child counts the outside content its parent had read as read, so a task written from an
-email cannot slip a memory or automation write past the owner. Its tool calls go through the same policy as any other: a held call becomes a normal
-approval prompt to the owner that names the job. Every job is a row; a job found running after a crash is
+email cannot slip a memory or automation write past the owner. Its tool calls go through the same policy
+as any other: a held call becomes a normal approval prompt to the owner that names the job. Every job is a row; a job found running after a crash is
 reported to the owner as interrupted and never re-run.
 """
 
 from __future__ import annotations
 
 import asyncio
+import builtins
 import dataclasses
 import logging
 import os
@@ -68,7 +69,8 @@ class SubagentService:
     """Implements `toolsets.subagents.SubagentsAPI`. `turns` returns the turn loop (built after the
     services, so it is looked up when a helper starts)."""
 
-    def __init__(self, store: Store, config: SubagentsConfig, enqueue: Enqueue, turns: Callable[[], TurnRunner]) -> None:
+    def __init__(self, store: Store, config: SubagentsConfig, enqueue: Enqueue,
+                 turns: Callable[[], TurnRunner]) -> None:
         self.store = store
         self.config = config
         self.enqueue = enqueue
@@ -205,7 +207,7 @@ class SubagentService:
     async def list(self, parent: ToolContext) -> list[SubagentJob]:
         return await self.jobs.for_parent(parent.session_id)
 
-    async def history(self, parent: ToolContext, job_id: str) -> list[dict[str, Any]]:
+    async def history(self, parent: ToolContext, job_id: str) -> builtins.list[dict[str, Any]]:
         job = await self._own(parent, job_id)
         rows = await Messages(self.store).recent(job.child_session_id, 0, 200)
         return [{"role": m.role, "text": m.content[:2000],

@@ -106,7 +106,7 @@ class ConsoleSurface(Surface):
             body = f"{body}\n{saved}" if body.strip() else saved
         end = "" if out.partial else "\n"
         printed = self._printed.pop(edit_platform_id, None) if edit_platform_id is not None else None
-        if printed is not None and body.startswith(printed):
+        if edit_platform_id is not None and printed is not None and body.startswith(printed):
             platform_id, text = edit_platform_id, body[len(printed):] + end  # the streamed reply goes on
         else:
             platform_id, text = str(next(self._ids)), body + end
