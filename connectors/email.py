@@ -84,7 +84,7 @@ class SendResult(BaseModel):
     message_id: str
     accepted: list[str]
     refused: dict[str, str] = Field(default_factory=dict)
-    sent_copy: str = Field("", description="where the copy was filed or why not; '' with no sent folder")
+    sent_copy: str = Field(default="", description="where the copy was filed or why not; '' with no sent folder")
 
 
 class EmailClient:

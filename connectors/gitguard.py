@@ -24,7 +24,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 SAFETY = [
-    "--no-optional-locks", "-c", "core.fsmonitor=", "-c", "core.pager=cat", "-c", "core.hooksPath=/dev/null", "-c", "diff.external=",
+    "--no-optional-locks", "-c", "core.fsmonitor=", "-c", "core.pager=cat", "-c", "core.hooksPath=/dev/null",
+    "-c", "diff.external=",
     "-c", "log.showSignature=false", "-c", "gpg.program=", "-c", "gpg.openpgp.program=",
     "-c", "gpg.x509.program=", "-c", "gpg.ssh.program=", "-c", "protocol.allow=never",
     "-c", "diff.ignoreSubmodules=all", "-c", "status.submoduleSummary=false",

@@ -45,6 +45,7 @@ log = logging.getLogger(__name__)
 MAX_HEAD = 64 * 1024  # bytes of a response head, and of one chunk-size or trailer line
 _PIECE = 64 * 1024  # at most this much of a body per read
 _CUT = "the server closed the connection before the response was complete"
+LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=20)  # what httpx's clients default to
 
 
 class _Connection:
@@ -166,7 +167,7 @@ class Http1Transport(httpx.AsyncBaseTransport):
     """
 
     def __init__(self, *, ssl_context: ssl.SSLContext | None = None,
-                 limits: httpx.Limits = httpx.Limits(max_connections=100, max_keepalive_connections=20)) -> None:
+                 limits: httpx.Limits = LIMITS) -> None:
         self._ssl_context = ssl_context
         self._limits = limits
         self._pools: dict[tuple[bytes, bytes, int], _Pool] = {}
@@ -339,7 +340,10 @@ class _Body(httpx.AsyncByteStream):
 
 async def _request_bytes(request: httpx.Request) -> bytes:
     """The whole request as sent: head and body."""
-    body = b"".join([part async for part in request.stream])
+    stream = request.stream
+    if not isinstance(stream, httpx.AsyncByteStream):  # a body given as a plain (sync) iterator
+        raise TypeError("an async transport cannot send a request body that is only a sync stream")
+    body = b"".join([part async for part in stream])
     if any(n.lower() == b"transfer-encoding" for n, _ in request.headers.raw):
         body = chunked(body)
     try:

@@ -98,12 +98,12 @@ class ImageGenerator:
                 async with self._client.stream("GET", url) as response:
                     if response.status_code >= 400:
                         raise ImageGenError(f"the image at {url} answered HTTP {response.status_code}")
-                    data = bytearray()
+                    buf = bytearray()
                     async for chunk in response.aiter_bytes():
-                        data += chunk
-                        if len(data) > self.max_bytes:
+                        buf += chunk
+                        if len(buf) > self.max_bytes:
                             raise ImageGenError(f"the image is larger than {self.max_bytes} bytes")
-                    return bytes(data)
+                    return bytes(buf)
             except httpx.HTTPError as exc:
                 raise ImageGenError(f"the image at {url} cannot be fetched ({type(exc).__name__})") from None
         try:

@@ -16,7 +16,7 @@ import ssl
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from datetime import date
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 import aioimaplib
 from pydantic import SecretStr
@@ -177,7 +177,8 @@ class ImapConnection:
                     await self._drop()
                     self._imap, self._lost = await self._open()
                 task = asyncio.ensure_future(op(self._imap))
-                await asyncio.wait({task, self._lost}, return_when=asyncio.FIRST_COMPLETED)
+                waiting: set[asyncio.Future[Any]] = {task, self._lost}
+                await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
                 try:
                     if not task.done():  # the connection went away under the command
                         task.cancel()

@@ -17,7 +17,7 @@ import os
 import re
 import shutil
 from collections.abc import Callable, Mapping
-from contextlib import AsyncExitStack
+from contextlib import AsyncExitStack, suppress
 from typing import Any, Literal
 
 import httpx2
@@ -133,10 +133,8 @@ class McpServer:
 
     async def wait_settled(self, timeout: float) -> None:
         """Wait until the first connection attempt has succeeded or failed (at most `timeout`)."""
-        try:
+        with suppress(TimeoutError):
             await asyncio.wait_for(self._settled.wait(), timeout)
-        except TimeoutError:
-            pass
 
     async def stop(self) -> None:
         self._stop.set()
@@ -174,10 +172,8 @@ class McpServer:
             self._settled.set()
             log.warning("mcp_server_down server=%s transport=%s error=%s retry_in_s=%.1f", self.name,
                         self.settings.transport, reason, delay)
-            try:
+            with suppress(TimeoutError):  # the backoff ran out: reconnect
                 await asyncio.wait_for(self._stop.wait(), delay)
-            except TimeoutError:
-                pass
             delay = min(delay * 2, BACKOFF_MAX_S)
         self.state = "stopped"
 

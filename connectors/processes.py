@@ -9,6 +9,7 @@ cannot fill Anyy's memory, and a result reads a bounded head and tail of that fi
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import resource
@@ -153,10 +154,8 @@ class ProcessError(Exception):
 
 
 def _signal_group(pid: int, sig: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):  # already gone
         os.killpg(pid, sig)  # the child leads its own session, so its group id is its pid
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def hit_file_limit(exit_code: int | None) -> bool:

@@ -146,7 +146,8 @@ class OpenAISpeechEngine:
         try:
             response = await self._http.post(self.endpoint, json=body, headers=_auth(self._api_key))
         except httpx.HTTPError as exc:
-            raise SpeechError(f"the speech server at {self.endpoint} cannot be reached ({type(exc).__name__})") from None
+            raise SpeechError(f"the speech server at {self.endpoint} cannot be reached "
+                              f"({type(exc).__name__})") from None
         if response.status_code >= 400:
             raise _refusal(f"the speech server at {self.endpoint}", response, self._api_key)
         if not response.content.startswith(b"OggS"):

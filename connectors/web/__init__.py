@@ -26,7 +26,12 @@ _HOME = {
     "HostRules": "hosts", "normalise_pattern": "hosts",
     "SearchBackend": "search", "SearchError": "search", "SearchResult": "search", "search_backend": "search",
 }
-__all__ = sorted(_HOME)
+# Written out (not `sorted(_HOME)`) so that linters and type checkers see the re-exports; the same names.
+__all__ = [
+    "BlockedURL", "FetchError", "Guard", "HostRules", "Page", "Readable", "Resolver", "SearchBackend", "SearchError",
+    "SearchResult", "Target", "UnsupportedContent", "WebFetcher", "blocked_reason", "extractor_problem",
+    "normalise_pattern", "search_backend", "system_resolver",
+]
 
 
 def __getattr__(name: str) -> Any:

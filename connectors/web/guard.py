@@ -185,9 +185,8 @@ class Guard:
                 host = normalise_host(raw)
             except ValueError as exc:
                 raise BlockedURL(str(exc)) from None
-        if literal is None and (host == "localhost" or host.endswith(".localhost")):
-            if not self.allow_private:
-                raise BlockedURL(f"{host} is this machine; private and local addresses cannot be fetched")
+        if literal is None and (host == "localhost" or host.endswith(".localhost")) and not self.allow_private:
+            raise BlockedURL(f"{host} is this machine; private and local addresses cannot be fetched")
         why = self.rules.refusal(address_key(literal) if literal is not None else host)
         if why:
             raise BlockedURL(why)
