@@ -85,11 +85,12 @@ class Surface(abc.ABC):
         one process at a time may do, rather than being pushed to (a webhook, Slack HTTP)."""
         return False
 
-    async def start_pulling(self) -> None:
-        """Begin pulling updates (a surface that `pulls`, after a start without it)."""
+    async def start_pulling(self) -> None:  # noqa: B027  an optional hook, a no-op by default
+        """Begin pulling updates (a surface that `pulls`, after a start without it). Optional: a surface
+        that never pulls keeps this no-op."""
 
-    async def stop_pulling(self) -> None:
-        """Stop pulling updates; sending still works."""
+    async def stop_pulling(self) -> None:  # noqa: B027  an optional hook, a no-op by default
+        """Stop pulling updates; sending still works. Optional: a no-op for a surface that never pulls."""
 
     @abc.abstractmethod
     async def start(self, gateway: GatewayPort) -> None:
@@ -118,6 +119,6 @@ class Surface(abc.ABC):
         """Show that a turn is running (typing action, reaction) and always clean it up."""
         yield
 
-    def tool_started(self, origin: Origin, tool: str) -> None:
+    def tool_started(self, origin: Origin, tool: str) -> None:  # noqa: B027  an optional hook, a no-op by default
         """A turn in `origin` has started running `tool`. The terminal prints a progress line; chat
-        apps show nothing (their progress sign is `progress`)."""
+        apps show nothing (their progress sign is `progress`): an optional hook, a no-op here."""

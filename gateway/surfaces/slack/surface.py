@@ -270,7 +270,8 @@ class SlackSurface(Surface):
         try:
             data = await asyncio.to_thread(Path(attachment.path).read_bytes)
         except OSError as exc:  # the artifact was deleted meanwhile: nothing to retry
-            raise DeliveryError(f"attachment {attachment.name} cannot be read: {exc.strerror}", transient=False) from None
+            raise DeliveryError(f"attachment {attachment.name} cannot be read: {exc.strerror}",
+                                transient=False) from None
         try:
             with _delivery_errors():
                 response = await client.files_upload_v2(
@@ -319,11 +320,13 @@ class SlackSurface(Surface):
         try:
             yield
         finally:
-            if added and self._client is None:
-                self._hourglasses.append(target)
-            elif added:
-                # Shielded so a second cancellation of the turn cannot leave the hourglass behind.
-                await asyncio.shield(_reaction(self._client.reactions_remove(**target), "remove"))
+            if added:
+                client = self._client  # looked up again: the surface may have started while the turn ran
+                if client is None:
+                    self._hourglasses.append(target)
+                else:
+                    # Shielded so a second cancellation of the turn cannot leave the hourglass behind.
+                    await asyncio.shield(_reaction(client.reactions_remove(**target), "remove"))
 
     def _require_client(self) -> AsyncWebClient:
         if self._client is None:

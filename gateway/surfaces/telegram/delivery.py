@@ -131,12 +131,14 @@ class Sender:
         try:
             data = await asyncio.to_thread(Path(attachment.path).read_bytes)
         except OSError as exc:  # the artifact was deleted meanwhile: nothing to retry
-            raise DeliveryError(f"attachment {attachment.name} cannot be read: {exc.strerror}", transient=False) from None
+            raise DeliveryError(f"attachment {attachment.name} cannot be read: {exc.strerror}",
+                                transient=False) from None
         caption = outbound.text if len(outbound.text) <= CAPTION_LIMIT else outbound.text[:CAPTION_LIMIT - 1] + "…"
         field = file_field(attachment)
-        method = {"voice": self.bot.send_voice, "photo": self.bot.send_photo, "document": self.bot.send_document}[field]
-        send = functools.partial(method, chat, **{field: data}, filename=attachment.name, message_thread_id=thread,
-                                 reply_markup=keyboard(outbound.buttons))
+        senders: dict[str, Callable[..., Awaitable[Message]]] = {
+            "voice": self.bot.send_voice, "photo": self.bot.send_photo, "document": self.bot.send_document}
+        send = functools.partial(senders[field], chat, **{field: data}, filename=attachment.name,
+                                 message_thread_id=thread, reply_markup=keyboard(outbound.buttons))
 
         async def with_caption(text: str, parse_mode: str | None) -> Message:
             return await send(caption=text, parse_mode=parse_mode)
