@@ -17,5 +17,6 @@ def setup_logging(level: int = logging.INFO, file: Path | None = None) -> None:
     root.handlers[:] = [handler]
     root.setLevel(level)
     # Libraries log request URLs at INFO, and a Telegram bot token is part of its API URL.
-    for noisy in ("httpx", "httpx2", "httpcore", "mcp", "telegram", "apscheduler", "aiohttp.access", "slack_bolt", "slack_sdk"):
+    for noisy in ("httpx", "httpx2", "httpcore", "mcp", "telegram", "apscheduler", "aiohttp.access", "slack_bolt",
+                  "slack_sdk"):
         logging.getLogger(noisy).setLevel(max(level, logging.WARNING))

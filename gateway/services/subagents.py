@@ -6,8 +6,8 @@ sees only the toolsets it was given — a subset of what its user may use, read-
 never `clarify` (nobody is there to answer), never `skill_manage`, and `subagents` only while the depth
 limit allows. A child counts the outside content its parent had read as read, so a task written from an
 email cannot slip a memory or automation write past the owner. Its tool calls go through the same policy
-as any other: a held call becomes a normal approval prompt to the owner that names the job. Every job is a row; a job found running after a crash is
-reported to the owner as interrupted and never re-run.
+as any other: a held call becomes a normal approval prompt to the owner that names the job. Every job is
+a row; a job found running after a crash is reported to the owner as interrupted and never re-run.
 """
 
 from __future__ import annotations

@@ -77,7 +77,8 @@ async def usage_report(store: Store, config: Config, user_key: str, session_id: 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("usage", parents=[common], help="tokens used and what they cost")
-    p.add_argument("--since", type=date.fromisoformat, help="from this day (YYYY-MM-DD, local time); default 30 days ago")
+    p.add_argument("--since", type=date.fromisoformat,
+                   help="from this day (YYYY-MM-DD, local time); default 30 days ago")
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=usage_cli)
 
