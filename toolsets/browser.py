@@ -35,7 +35,8 @@ TOOLSET = Toolset(
     keywords=(
         # A click, a scroll or a button alone may be on the desktop (computer_use): here only with a page near.
         r"\bbrowser\b", r"\bclick(?:s|ing)?\b(?=[^.?!\n]{0,50}\b(?:page|site|website|link|tab)s?\b)",
-        r"\b(?:page|site|website|link)s?\b[^.?!\n]{0,40}\bclick", r"\bbutton on (?:the|that|this) (?:web ?)?(?:page|site)\b",
+        r"\b(?:page|site|website|link)s?\b[^.?!\n]{0,40}\bclick",
+        r"\bbutton on (?:the|that|this) (?:web ?)?(?:page|site)\b",
         r"\b(?:press|tap|hit|push)(?:es|ing)? (?:on )?(?:the|that|this) [\w' -]{0,20}button(?![^.?!\n]{0,30}\b(?:window"
         r"|dialog|app|desktop|screen)\b)",
         r"\bscroll(?:ing)? (?:down|up|through) (?:the |that |this )?(?:web ?)?page\b",
@@ -44,7 +45,8 @@ TOOLSET = Toolset(
         r"\b(?:web ?)?forms?\b(?=[^.?!\n]{0,40}\b(?:on|at|page|site)\b)",
         r"\b(?:log|sign) (?:me )?in(?:to)? (?:on |to )?(?:the |my )?(?:site|page|website|account)\b",
         r"\bcheck (?:me )?in online\b", r"\bcheck-in page\b",
-        r"浏览器", r"(?:页面|网页|网站|链接)[^。！？\n]{0,12}(?:点(?:一下|击)|按钮)", r"点(?:一下|击)[^。！？\n]{0,12}(?:页面|网页|网站|链接)",
+        r"浏览器", r"(?:页面|网页|网站|链接)[^。！？\n]{0,12}(?:点(?:一下|击)|按钮)",
+        r"点(?:一下|击)[^。！？\n]{0,12}(?:页面|网页|网站|链接)",
         r"填(?:一下|写)?[^。！？\n]{0,8}表单?", r"网页截图",
     ),
     requires="browser",
@@ -80,7 +82,8 @@ def _page(ctx: ToolContext, state: PageState, body: str, notes: list[str] | None
     """The page's content inside its untrusted block, our own notes outside it."""
     inner = f"Title: {state.title}\nURL: {state.url}\n\n{body}"
     if state.refused:
-        inner += "\n\nRefused requests of this page:\n" + "\n".join(f"- {r.url}: {r.reason}" for r in state.refused[:10])
+        refused = "\n".join(f"- {r.url}: {r.reason}" for r in state.refused[:10])
+        inner += "\n\nRefused requests of this page:\n" + refused
     notes = list(notes or [])
     if state.refused:
         notes.append(f"{len(state.refused)} request(s) of this page were refused by the network guard")
@@ -179,7 +182,8 @@ def _policy(ctx: ToolContext, args: BaseModel) -> ExecutionPolicy:
     return ExecutionPolicy.AUDIT if policy is not None and policy.trusts(url) else ExecutionPolicy.CONFIRM
 
 
-async def _payload(ctx: ToolContext, action: str, ref: str | None, text: str = "", submit: bool = False) -> dict[str, Any]:
+async def _payload(ctx: ToolContext, action: str, ref: str | None, text: str = "",
+                   submit: bool = False) -> dict[str, Any]:
     """The action exactly as it will run: the page URL now, the element the ref names now, the text."""
     from connectors.browser import TYPABLE
 

@@ -106,7 +106,8 @@ async def computer_use(ctx: ToolContext, action: Action, coordinate: Coordinate 
         return await _screenshot(ctx, service.desktop)
     if action == "cursor_position":
         x, y = await _read(service.desktop.cursor())
-        scale = fit_scale(*await _read(service.desktop.size()), SHOWN_WIDTH, SHOWN_HEIGHT)
+        width, height = await _read(service.desktop.size())
+        scale = fit_scale(width, height, SHOWN_WIDTH, SHOWN_HEIGHT)
         return f"cursor at x={round(x * scale)}, y={round(y * scale)} (screenshot pixels)"
     if action == "wait":
         if (amount or 1) > MAX_WAIT_S:
@@ -118,9 +119,9 @@ async def computer_use(ctx: ToolContext, action: Action, coordinate: Coordinate 
 
 
 @computer_use.call_policy
-def _policy(ctx: ToolContext, args: BaseModel) -> ExecutionPolicy:
+def _policy(ctx: ToolContext, args: Any) -> ExecutionPolicy:
     # Reading the screen changes nothing: it runs at once (audited). Anything else is the owner's to approve.
-    return ExecutionPolicy.AUDIT if args.action in READS else ExecutionPolicy.CONFIRM  # type: ignore[attr-defined]
+    return ExecutionPolicy.AUDIT if args.action in READS else ExecutionPolicy.CONFIRM
 
 
 @computer_use.preview
@@ -153,7 +154,8 @@ async def _act(ctx: ToolContext, args: BaseModel | None, plan: dict[str, Any]) -
     if action == "mouse_move":
         await _read(desktop.move(*at))
     elif action in ("left_click", "right_click", "double_click"):
-        await _read(desktop.click(*at, button="right" if action == "right_click" else "left",
+        x, y = at  # a click's plan always has its point (`_plan` requires the coordinate)
+        await _read(desktop.click(x, y, button="right" if action == "right_click" else "left",
                                   count=2 if action == "double_click" else 1))
     elif action == "type":
         await _read(desktop.type(plan["text"]))

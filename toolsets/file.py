@@ -73,7 +73,8 @@ def _workspace(ctx: ToolContext) -> Workspace:
 def _read_bytes(path: Path) -> bytes:
     try:
         if path.stat().st_size > MAX_READ_BYTES:
-            raise ToolError(f"{path} is larger than {MAX_READ_BYTES // 1024 // 1024} MB; read parts with bash head/tail")
+            raise ToolError(f"{path} is larger than {MAX_READ_BYTES // 1024 // 1024} MB; "
+                            "read parts with bash head/tail")
         return path.read_bytes()
     except FileNotFoundError:
         raise ToolError(f"{path} does not exist") from None

@@ -34,7 +34,8 @@ def _build(entries: tuple[tuple[str, str], ...]) -> Tool:
         unknown = [n for n in wanted if n not in known]
         valid = [n for n in wanted if n in known]
         if not valid:
-            raise ToolError(f"unknown toolset(s): {', '.join(unknown) or '(none given)'}; available: {', '.join(known)}")
+            raise ToolError(f"unknown toolset(s): {', '.join(unknown) or '(none given)'}; "
+                            f"available: {', '.join(known)}")
         ctx.load_toolsets(valid)
         note = f" Unknown, ignored: {', '.join(unknown)}." if unknown else ""
         return f"Loaded: {', '.join(valid)}. Their tools are available now.{note}"

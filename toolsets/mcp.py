@@ -49,7 +49,16 @@ MARK = "[MCP server {server}] "  # opens every MCP tool's description
 _MAX_TOOL_WORDS = 40
 _WORD = re.compile(r"[A-Za-z][a-z]{3,}")  # also splits camelCase and snake_case
 # Words too common in tool names and descriptions to say which server a message is about.
-_STOP = frozenset(["about", "after", "also", "based", "before", "between", "call", "calls", "could", "create", "current", "data", "default", "delete", "does", "each", "etc", "fetch", "find", "from", "given", "have", "here", "information", "input", "into", "item", "items", "like", "list", "make", "more", "must", "name", "names", "none", "number", "object", "only", "optional", "other", "over", "provide", "provided", "read", "result", "results", "return", "returns", "search", "should", "some", "specific", "string", "such", "than", "that", "their", "them", "then", "there", "these", "they", "this", "those", "tool", "tools", "type", "update", "used", "user", "using", "value", "values", "what", "when", "which", "will", "with", "within", "without", "would", "write", "your", "given", "specified", "available", "multiple", "single"])
+_STOP = frozenset([
+    "about", "after", "also", "based", "before", "between", "call", "calls", "could", "create", "current", "data",
+    "default", "delete", "does", "each", "etc", "fetch", "find", "from", "given", "have", "here", "information",
+    "input", "into", "item", "items", "like", "list", "make", "more", "must", "name", "names", "none", "number",
+    "object", "only", "optional", "other", "over", "provide", "provided", "read", "result", "results", "return",
+    "returns", "search", "should", "some", "specific", "string", "such", "than", "that", "their", "them", "then",
+    "there", "these", "they", "this", "those", "tool", "tools", "type", "update", "used", "user", "using", "value",
+    "values", "what", "when", "which", "will", "with", "within", "without", "would", "write", "your", "given",
+    "specified", "available", "multiple", "single",
+])
 
 
 @dataclass(frozen=True)

@@ -106,7 +106,8 @@ def resolve_local(wall: datetime, tz: ZoneInfo) -> datetime:
 class _Schedule(BaseModel):
     model_config = ConfigDict(extra="forbid", defer_build=True)
 
-    timezone: str | None = Field(default=None, description="IANA time zone, e.g. Europe/Berlin; default: the owner's zone")
+    timezone: str | None = Field(default=None,
+                                 description="IANA time zone, e.g. Europe/Berlin; default: the owner's zone")
 
     @field_validator("timezone")
     @classmethod

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import re
-from typing import Literal
+from collections.abc import Callable
+from typing import Any, Literal, TypeVar
 
 from connectors.skills import Skill, SkillError, SkillLibrary
 from toolsets.base import ExecutionPolicy, Preview, Risk, ToolContext, ToolError, Toolset
@@ -40,7 +41,10 @@ def _library(ctx: ToolContext) -> SkillLibrary:
     return lib
 
 
-async def _call(fn, *args):  # type: ignore[no-untyped-def]
+T = TypeVar("T")
+
+
+async def _call(fn: Callable[..., T], *args: Any) -> T:
     """Run a blocking library call off the event loop, turning its errors into tool errors."""
     try:
         return await asyncio.to_thread(fn, *args)
@@ -65,7 +69,8 @@ async def skills_prompt(library: SkillLibrary | None, text: str) -> str:
     skills = list((await asyncio.to_thread(library.skills)).values())
     if not skills:
         return ""
-    lines = ["Skills (the owner's written procedures; before doing one of these tasks, read it with skill_view — load the skills toolset if needed):"]
+    lines = ["Skills (the owner's written procedures; before doing one of these tasks, read it with skill_view — "
+             "load the skills toolset if needed):"]
     size = len(lines[0])
     for s in relevant(skills, text):
         line = f"- {s.name}: {s.description}"
@@ -135,13 +140,13 @@ async def skill_manage(ctx: ToolContext, action: Action, name: str = "", descrip
 
 
 @skill_manage.call_policy
-def _manage_policy(ctx: ToolContext, args) -> ExecutionPolicy:  # type: ignore[no-untyped-def]
+def _manage_policy(ctx: ToolContext, args: Any) -> ExecutionPolicy:
     # Reloading changes nothing the owner has not already put on disk; every other action waits.
     return ExecutionPolicy.AUDIT if args.action == "reload" else ExecutionPolicy.CONFIRM
 
 
 @skill_manage.preview
-async def _preview_manage(ctx: ToolContext, args) -> Preview:  # type: ignore[no-untyped-def]
+async def _preview_manage(ctx: ToolContext, args: Any) -> Preview:
     if args.action == "delete":
         return Preview(text=f"Delete the skill {args.name}.")
     verb = "Create" if args.action == "create" else "Replace"
