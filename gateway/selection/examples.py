@@ -16,7 +16,8 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "the list you made for me earlier", "that answer from before, repeat it", "what was the link you sent me",
         "did we already cover this", "find where I talked about my holiday plans",
         "the advice you gave me back then",
-        "earlier before last time the other day yesterday you said you told me you mentioned you recommended you suggested what was it called again remind me what we",
+        ("earlier before last time the other day yesterday you said you told me you mentioned you recommended you "
+         "suggested what was it called again remind me what we"),
         "我们之前聊过什么", "你上次说的那个叫什么", "我之前问过你", "刚才说的那个", "上次推荐的",
         "昨天问你的那个问题", "你前面提到的", "那次你给我列的单子", "我们说好的是什么", "之前的对话里",
         "刚才 之前 上次 前几天 昨天 你说 你提到 你推荐 叫什么来着",
@@ -27,7 +28,8 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "what do you know about me", "I'm vegan, I hate long answers, I prefer tea", "note that my birthday is",
         "for your information I work as a nurse", "my kids are called", "my employer is", "I can't eat gluten",
         "my favourite team is", "update what you know",
-        "about me: my name my partner wife husband kids son daughter sister brother mother father job work employer city home address diet allergy preference birthday",
+        ("about me: my name my partner wife husband kids son daughter sister brother mother father job work employer "
+         "city home address diet allergy preference birthday"),
         "记住我喜欢", "我对海鲜过敏", "我住在", "忘掉我说过的", "你知道我哪些事", "我是素食者", "我不吃辣",
         "我老婆叫", "我儿子今年上小学", "我的生日是", "我不能吃", "记住这个",
         "关于我 我叫 我老公 我老婆 孩子 女儿 儿子 姐姐 哥哥 爸妈 工作 单位 住 过敏 喜欢 不喜欢 生日",
@@ -48,7 +50,8 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "stop the daily summary", "which reminders are set", "each week at monday nine send a report",
         "alert me at noon", "a recurring reminder", "turn off the weekly digest", "run that automation right now",
         "change the reminder to eight", "nudge me this evening", "did the automation run last night",
-        "reminder remind alarm wake nudge ping later at seven every day daily weekly each morning recurring schedule cancel the reminder",
+        ("reminder remind alarm wake nudge ping later at seven every day daily weekly each morning recurring schedule "
+         "cancel the reminder"),
         "提醒我", "每天早上", "半小时后叫我", "取消每天的推送", "有哪些提醒", "到点叫我", "晚上八点通知我",
         "每周一发我周报", "把提醒改到九点", "自动推送", "提醒 叫我 闹钟 每天 每周 定时 推送 到时候",
     ),
@@ -70,7 +73,8 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "what time is the party",
         "times of day: morning noon afternoon evening tonight after work later today this week weekend weekday o'clock",
         "plans and slots: plans booked slot free busy available clash overlap agenda day week month",
-        "appointments: dentist doctor haircut interview lesson party wedding dinner lunch drinks meetup catch-up session",
+        ("appointments: dentist doctor haircut interview lesson party wedding dinner lunch drinks meetup catch-up "
+         "session"),
         "周末有什么安排", "下午有空吗", "把会议改到明天", "下周忙吗", "周五晚上约了谁", "明天上午有事吗",
         "约个时间见面", "下次看医生是哪天", "早上 上午 下午 晚上 周末 工作日 几点",
         "安排 有空 忙 约 见面 课 面试 聚会 饭局 看病 复查",
@@ -83,7 +87,8 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "did the shop confirm the order by mail",
         "reply answer write back tell him tell her let them know thank decline accept confirm",
         "people who write: colleague boss manager client customer landlord teacher school supplier bank company",
-        "mail words: inbox message letter sender subject attachment invoice contract offer confirmation newsletter unread",
+        ("mail words: inbox message letter sender subject attachment invoice contract offer confirmation newsletter "
+         "unread"),
         "回复他的邮件", "有新邮件吗", "给老师写封信", "转发那封发票", "看看收件箱", "回他一句", "把文件发给老板",
         "对方回我没有", "发给他们", "回复 回信 回他 告诉他 转告 答复 拒绝 接受 确认",
         "老板 领导 客户 老师 学校 银行 对方 收件箱 信",
@@ -115,14 +120,20 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "convert currency rate", "game result last night", "tickets and timetable for the train",
         "air quality and temperature", "what's new in the world", "summarise this page",
         "cost of a phone nowadays",
-        "shops and places: supermarket pharmacy chemist bakery gallery library post bank branch town hall embassy consulate zoo pool cinema theatre restaurant cafe bar hospital clinic station",
+        ("shops and places: supermarket pharmacy chemist bakery gallery library post bank branch town hall embassy "
+         "consulate zoo pool cinema theatre restaurant cafe bar hospital clinic station"),
         "open now, opens, closes at, closing time, hours on sunday, public holiday hours, is it open today",
-        "roads and travel: road motorway highway bridge tunnel closure diversion roadworks traffic accident queue delay strike train bus tram subway underground tube flight airport departure arrival platform timetable",
+        ("roads and travel: road motorway highway bridge tunnel closure diversion roadworks traffic accident queue "
+         "delay strike train bus tram subway underground tube flight airport departure arrival platform timetable"),
         "sun and sky: sunrise sunset dawn daylight light weather rain snow forecast temperature degrees humidity moon",
-        "recipes and cooking: recipe ingredients how to cook bake roast fry boil grill dish dinner idea steps oven minutes vegetarian version",
-        "addresses and contacts: address location where is, street postcode directions nearest near me phone number website contact map",
-        "prices and markets: price cost how much cheap expensive deal sale fuel diesel gasoline litre gallon rate currency exchange stock shares market crypto bitcoin index",
-        "sports and news: match game score result won lost league cup final fixture player news headlines election happened today update",
+        ("recipes and cooking: recipe ingredients how to cook bake roast fry boil grill dish dinner idea steps oven "
+         "minutes vegetarian version"),
+        ("addresses and contacts: address location where is, street postcode directions nearest near me phone number "
+         "website contact map"),
+        ("prices and markets: price cost how much cheap expensive deal sale fuel diesel gasoline litre gallon rate "
+         "currency exchange stock shares market crypto bitcoin index"),
+        ("sports and news: match game score result won lost league cup final fixture player news headlines election "
+         "happened today update"),
         "tickets and bookings to look up: train ticket flight fare hotel availability concert tickets",
         "价格多少钱", "几点关门", "营业时间", "路况堵车封路", "日出日落", "天气预报下雨", "菜谱怎么做", "地址电话",
         "汇率", "股价", "比分谁赢了", "最新新闻", "上网查一下", "开门吗", "几点开门", "高速堵车", "怎么烧",
@@ -138,7 +149,8 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "take a screenshot of the web page", "download the statement from the bank website",
         "checkout on the shop site", "submit the application online for me", "sign in to my account on the portal",
         "book it through their website", "open the page in a real browser",
-        "website web page portal log in sign in account form submit checkout click button javascript screenshot of the page",
+        ("website web page portal log in sign in account form submit checkout click button javascript screenshot of "
+         "the page"),
         "打开网站登录", "在网页上填表", "网页截图", "点网站上的按钮", "登录账号",
         "网站 网页 登录 账号 表单 填写 下单 截图",
     ),
@@ -147,7 +159,8 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "find the spreadsheet in my documents", "write notes to a file", "edit the config file",
         "list my downloads", "create a markdown file", "change a line in the file", "search my files for a word",
         "the txt on my computer",
-        "file folder directory document text markdown notes config yaml json csv spreadsheet read write save create edit rename open",
+        ("file folder directory document text markdown notes config yaml json csv spreadsheet read write save create "
+         "edit rename open"),
         "打开文件", "保存成文件", "文件夹里有什么", "重命名文件", "找一下文档", "新建文件", "改一下文件内容",
         "文件里搜一下", "文件 文件夹 目录 文档 笔记 配置 表格 保存 新建 修改 打开",
     ),
@@ -155,7 +168,8 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "run the command", "disk space left", "which version is installed", "kill the process on the port",
         "git pull and run the tests", "install a package with apt or pip", "check cpu and memory usage",
         "ping a server", "run the script",
-        "shell command terminal bash process port cpu memory ram disk uptime logs service restart install upgrade package git python node pip apt script",
+        ("shell command terminal bash process port cpu memory ram disk uptime logs service restart install upgrade "
+         "package git python node pip apt script"),
         "运行命令", "磁盘空间", "端口被占用", "安装软件包", "跑一下测试", "进程", "执行脚本", "命令行",
         "命令 终端 进程 端口 内存 磁盘 日志 安装 升级 脚本",
     ),
@@ -163,7 +177,8 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "click on my screen", "what's on my screen", "open the app on my desktop", "type into the window",
         "close the windows on my computer", "scroll down on the screen", "press enter in that program",
         "move the cursor",
-        "my screen desktop window app application mouse cursor click double-click type keyboard press key scroll popup button on my computer",
+        ("my screen desktop window app application mouse cursor click double-click type keyboard press key scroll "
+         "popup button on my computer"),
         "点屏幕上的按钮", "屏幕上显示什么", "打开电脑上的应用", "在窗口里输入", "桌面上的窗口",
         "屏幕 桌面 窗口 应用 软件 鼠标 点击 键盘 输入 按键 滚动 弹窗 电脑上",
     ),

@@ -171,12 +171,12 @@ class _Scanner:
 
     def _group(self) -> tuple[str, object, int]:
         if self.src.startswith("?", self.pos):
-            for opener, kind in (("?:", "group"), ("?=", "zero"), ("?!", "zero"), ("?<=", "zero"), ("?<!", "zero")):
-                if self.src.startswith(opener, self.pos):
-                    self.pos += len(opener)
-                    break
-            else:
+            kinds = {"?:": "group", "?=": "zero", "?!": "zero", "?<=": "zero", "?<!": "zero"}
+            opener = next((o for o in kinds if self.src.startswith(o, self.pos)), None)
+            if opener is None:
                 raise _Unsupported(self.src)  # flags, named groups, conditionals
+            self.pos += len(opener)
+            kind = kinds[opener]
         else:
             kind = "group"
         needles, width = self._alternation()

@@ -7,7 +7,8 @@ for what no keyword names; a toolset is offered when any of them says so, except
 layer finds very unlikely. No model call. The inputs are the message text, whether it has attachments,
 the toolsets the session used in its last turns, the session's pins, and the toolsets available in this
 runtime (connector toolsets only when their connector is configured; the caller decides that, and
-nothing outside `available` is ever selected). Keywords belong to each toolset's own module; this module reads them generically.
+nothing outside `available` is ever selected). Keywords belong to each toolset's own module; this module
+reads them generically.
 
 The tools array is built in one fixed order (the loader, then the registry order of `available`), so the
 same selection gives byte-identical schemas and provider prompt caches keep hitting.

@@ -15,7 +15,16 @@ from collections.abc import Iterable
 _WORD = re.compile(r"[a-z0-9]+(?:/o)?|[\u3400-\u9fff]+")
 _CJK = re.compile(r"[\u3400-\u9fff]")
 _STOP = frozenset(
-    ["a", "an", "the", "i", "me", "my", "mine", "you", "your", "we", "our", "us", "he", "him", "his", "she", "her", "it", "its", "they", "them", "their", "this", "that", "these", "those", "is", "am", "are", "was", "were", "be", "been", "being", "do", "does", "did", "done", "have", "has", "had", "can", "could", "would", "should", "will", "shall", "may", "might", "to", "of", "in", "on", "at", "for", "with", "from", "by", "about", "into", "over", "as", "and", "or", "but", "if", "so", "not", "no", "yes", "what", "which", "who", "whom", "whose", "when", "where", "why", "how", "there", "here", "any", "some", "all", "just", "also", "too", "very", "please", "thanks", "ok", "tell", "give", "get", "got", "let", "make", "one", "two", "s", "t", "d", "ll", "re", "ve", "m"])
+    [
+        "a", "an", "the", "i", "me", "my", "mine", "you", "your", "we", "our", "us", "he", "him", "his", "she", "her",
+        "it", "its", "they", "them", "their", "this", "that", "these", "those", "is", "am", "are", "was", "were", "be",
+        "been", "being", "do", "does", "did", "done", "have", "has", "had", "can", "could", "would", "should", "will",
+        "shall", "may", "might", "to", "of", "in", "on", "at", "for", "with", "from", "by", "about", "into", "over",
+        "as", "and", "or", "but", "if", "so", "not", "no", "yes", "what", "which", "who", "whom", "whose", "when",
+        "where", "why", "how", "there", "here", "any", "some", "all", "just", "also", "too", "very", "please", "thanks",
+        "ok", "tell", "give", "get", "got", "let", "make", "one", "two", "s", "t", "d", "ll", "re", "ve", "m",
+    ]
+)
 # Chinese characters that only glue a sentence together (particles, pronouns): a bigram across them
 # ("的地" in "迪士尼的地址") is noise shared by every toolset.
 _CJK_GLUE = re.compile("[的了吗呢吧啊呀嘛哦我你您他她它们这那个是]+")

@@ -137,17 +137,18 @@ class Table:
             for token, count in Counter(tokens).items():
                 row = self.row(token)
                 if row is not None:
-                    sums = list(map(add, sums, row)) if count == 1 else [a + count * b for a, b in zip(sums, row)]
+                    sums = (list(map(add, sums, row)) if count == 1
+                            else [a + count * b for a, b in zip(sums, row, strict=True)])
                     counts.append(count)
             if counts:
                 known = True
                 # English words are averaged; Chinese features divided by their count vector's length.
                 divisor = sum(counts) if mean else math.sqrt(sum(c * c for c in counts))
-                totals = [t + s * scale / divisor for t, s in zip(totals, sums)]
+                totals = [t + s * scale / divisor for t, s in zip(totals, sums, strict=True)]
         if not known:
             return {}
         return {name: 1 / (1 + math.exp(-(total + bias)))
-                for name, total, bias in zip(self.classes, totals, self.bias)}
+                for name, total, bias in zip(self.classes, totals, self.bias, strict=True)}
 
     def probabilities(self, text: str) -> dict[str, float]:
         """`scores` of the message's start and end (all of it when short)."""
