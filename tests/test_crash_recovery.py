@@ -13,14 +13,14 @@ from typing import Any
 
 import pytest
 
-pytestmark = pytest.mark.both_backends
-
 from gateway.config import load_config
 from tests.fixtures.mail import PASSWORD, SmtpRecorder
 from tests.fixtures.model import reply, tool_call
 from tests.support.cli import SUBPROCESS_S, model_config
 from tests.support.crash import chat_once, start
 from tests.support.postgres import Backend
+
+pytestmark = pytest.mark.both_backends
 
 
 @pytest.fixture
