@@ -8,6 +8,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, timedelta
+from itertools import pairwise
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -150,7 +151,7 @@ async def test_an_interval_fires_every_slot_until_deleted(make, deliveries):
                                reminder("stretch"))
     calls = await deliveries.wait_for(3)
     slots = [parse_iso(key.split(":", 2)[2]) for key, _, _ in calls[:3]]  # automation:<id>:<slot>
-    assert [b - a for a, b in zip(slots, slots[1:])] == [timedelta(seconds=1)] * 2
+    assert [b - a for a, b in pairwise(slots)] == [timedelta(seconds=1)] * 2
     await service.delete(ALICE, rec.id)
     count = len(deliveries.calls)
     with pytest.raises(TimeoutError):

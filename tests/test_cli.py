@@ -25,7 +25,7 @@ async def test_chat_without_a_model_says_which_setting_to_set(tmp_path, home):
 
 async def test_a_bad_config_is_one_clear_message(tmp_path, home):
     cfg = write_config(tmp_path, '[model]\ntimeout_s = "soon"\nprovidr = "x"\n[runtime]\ntimezone = "Mars/Base"\n')
-    code, out, err = await anyy("chat", "--config", cfg, env=home)
+    code, _, err = await anyy("chat", "--config", cfg, env=home)
     assert code == 2
     assert "[model.timeout_s]" in err and "[model.providr] unknown key" in err and "Mars/Base" in err
     assert "Traceback" not in err
@@ -52,7 +52,7 @@ async def test_doctor_passes_with_a_reachable_model(tmp_path, home, model):
 async def test_tools_catalog_as_json(tmp_path, home):
     import json
 
-    code, out, _ = await anyy("tools", "--json", env=home)
+    _, out, _ = await anyy("tools", "--json", env=home)
     rows = json.loads(out)
     by_name = {r["tool"]: r for r in rows}
     assert by_name["task_create"]["execution"] == "audit"

@@ -40,13 +40,14 @@ async def test_turns_that_leave_the_window_are_summarised_after_the_reply(start_
     assert summaries, "no summary after the window overflowed"
     turn, screen = seen_at_summary[0]
     assert f"answer {turn} " in screen  # that turn's reply was delivered before the summary call
-    request = [r for r in model.requests if is_summary_request(r.body)][0]
+    request = next(r for r in model.requests if is_summary_request(r.body))
     transcript = request.messages[1]["content"]
     assert "turn 0:" in transcript and "[tool task_list result]" in transcript
     # the next turn's request starts with the summary, then only turns after what it covers
     model.script(reply("ok"))
     await h.say("what did we talk about?")
-    convo = model.requests[-1].messages if not is_summary_request(model.requests[-1].body) else model.requests[-2].messages
+    last = model.requests[-1]
+    convo = last.messages if not is_summary_request(last.body) else model.requests[-2].messages
     assert convo[1]["role"] == "user" and "SUMMARY: the user counted turns" in convo[1]["content"]
     assert not any("turn 0:" in str(m.get("content")) for m in convo)
     # covered rows end at a turn boundary: a call never loses its result

@@ -82,8 +82,8 @@ async def test_a_guest_is_never_offered_computer_use(start_console, make_config,
     await say_as_guest(h, "click the button on my screen and take a screenshot")
     for request in model.requests[-2:]:
         assert "computer_use" not in request.tool_names
-    assert "not available in this conversation" in [m["content"] for m in model.requests[-1].messages
-                                                    if m["role"] == "tool"][0]
+    assert "not available in this conversation" in next(m["content"] for m in model.requests[-1].messages
+                                                        if m["role"] == "tool")
     await say_as_guest(h, "/toolsets pin computer_use")
     assert (await guest_replies(h))[-1].startswith("Unknown toolsets: computer_use.")
     assert await Approvals(h.gw.store).list(None) == []

@@ -44,7 +44,7 @@ async def held_task(harness, model, title: str = "buy milk") -> str:
 
 
 async def test_no_page_without_a_session(dash):
-    harness, d = dash
+    _, d = dash
     anonymous = d.client()
     for path in [*(f"/dashboard/{p}" for p in PAGES), "/dashboard/static/style.css", "/dashboard", "/dashboard/nope"]:
         async with anonymous.get(path, allow_redirects=False) as r:
@@ -69,7 +69,7 @@ async def test_a_bad_token_is_refused_and_gives_no_cookie(dash):
 
 
 async def test_the_token_becomes_a_strict_httponly_session_cookie(dash):
-    harness, d = dash
+    _, d = dash
     assert os.stat(d.home / "dashboard.token").st_mode & 0o777 == 0o600
     c = d.client()
     async with c.get("/dashboard/login", params={"token": d.token}, allow_redirects=False) as r:

@@ -96,7 +96,8 @@ async def test_tool_call_round_trip(provider: str, model: FakeModel) -> None:
     async with client(provider, model) as c:
         first = await c.complete(user("remind me of milk"), [TASK_TOOL])
         assert first.tool_calls == [ToolCall(id="c1", name="task_create", arguments='{"title": "milk"}')]
-        history = user("remind me of milk") + [
+        history = [
+            *user("remind me of milk"),
             ChatMessage(role="assistant", content=first.text, tool_calls=first.tool_calls),
             ChatMessage(role="tool", tool_call_id="c1", name="task_create", content="task 7 created"),
         ]
@@ -128,7 +129,7 @@ async def test_several_tool_calls_in_one_reply(provider: str, model: FakeModel) 
         assert first.text == "Doing both."
         assert [(t.name, json.loads(t.arguments)) for t in first.tool_calls] == [("a", {"n": 1}), ("b", {"n": 2})]
         assert first.tool_calls[0].id == "id-a" and first.tool_calls[1].id
-        history = user("go") + [ChatMessage(role="assistant", content=first.text, tool_calls=first.tool_calls)]
+        history = [*user("go"), ChatMessage(role="assistant", content=first.text, tool_calls=first.tool_calls)]
         history += [ChatMessage(role="tool", tool_call_id=t.id, content=f"ok {t.name}") for t in first.tool_calls]
         history.append(ChatMessage(role="user", content="and then?"))  # an event arriving right after the results
         assert (await c.complete(history, [TASK_TOOL])).text == "done"
@@ -145,8 +146,8 @@ async def test_malformed_arguments_pass_through_raw(provider: str, model: FakeMo
     async with client(provider, model) as c:
         first = await c.complete(user("x"), [TASK_TOOL])
         assert first.tool_calls == [ToolCall(id="m1", name="task_create", arguments="{not json")]
-        history = user("x") + [ChatMessage(role="assistant", tool_calls=first.tool_calls),
-                               ChatMessage(role="tool", tool_call_id="m1", content="invalid JSON arguments")]
+        history = [*user("x"), ChatMessage(role="assistant", tool_calls=first.tool_calls),
+                   ChatMessage(role="tool", tool_call_id="m1", content="invalid JSON arguments")]
         assert (await c.complete(history, [TASK_TOOL])).text == "sorry"  # the fake accepted the transcript
 
 
@@ -225,7 +226,7 @@ async def test_unauthorized_is_not_retried_and_hides_the_key(provider: str, mode
 
 
 async def test_invalid_transcript_is_refused_not_retried(provider: str, model: FakeModel) -> None:
-    orphan = user("x") + [ChatMessage(role="tool", tool_call_id="nope", content="result of nothing")]
+    orphan = [*user("x"), ChatMessage(role="tool", tool_call_id="nope", content="result of nothing")]
     async with client(provider, model) as c:
         with pytest.raises(ModelUnavailable, match=r"refused the request: HTTP 400 Bad Request: .*nope"):
             await c.complete(orphan, [])

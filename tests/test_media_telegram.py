@@ -141,7 +141,8 @@ async def test_text_to_speech_goes_out_as_a_voice_note(tg: FakeBot, model: FakeM
 async def test_an_oversized_attachment_gets_a_clear_reply_and_nothing_is_stored(
         tg: FakeBot, model: FakeModel, telegram_gateway: Any, tmp_path: Path) -> None:
     async with telegram_gateway(artifacts={"max_file_mb": 0.01}) as gw:
-        tg.message(None, document=tg.add_file(b"%PDF" + b"x" * 20_000, file_name="scan.pdf", mime_type="application/pdf"))
+        tg.message(None, document=tg.add_file(b"%PDF" + b"x" * 20_000, file_name="scan.pdf",
+                                              mime_type="application/pdf"))
         await tg.wait_calls("sendMessage")
         await gw.idle()
         artifacts: Artifacts = gw.services["artifacts"]
@@ -195,7 +196,7 @@ async def test_artifact_inspect_shows_an_earlier_photo_again_after_the_tool_resu
         tg.message("show me that photo again")
         await tg.wait_calls("sendMessage", count=2)
         await gw.idle()
-    first, inspect, after = model.requests
+    _first, inspect, after = model.requests
     assert "artifact_inspect" in inspect.tool_names  # used in the last turns / the artifact keyword
     assert len(after.images) == 2  # the photo of the first turn and the one the tool showed
     tool_result = next(i for i, m in enumerate(after.messages) if m["role"] == "tool")

@@ -45,7 +45,7 @@ async def test_a_long_result_is_persisted_and_previewed(start_console, model, tm
     model.script(tool_call("dump", {"size": 20000}), reply("done"))
     await harness.say("/toolsets pin testing")
     await harness.say("dump it")
-    seen = [m["content"] for m in model.requests[1].messages if m["role"] == "tool"][0]
+    seen = next(m["content"] for m in model.requests[1].messages if m["role"] == "tool")
     assert seen.startswith("<persisted-output") and len(seen) < 2000
     stored = (await Messages(harness.gw.store).recent("console:local", 0, 10))[2]
     path = Path(stored.meta["persisted_output_path"])

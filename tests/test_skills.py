@@ -116,4 +116,4 @@ async def test_reload_runs_at_once(harness, model):
     out = await harness.say("reload the skills")
     assert "Approval needed" not in out and "Reloaded." in out
     assert await Approvals(harness.gw.store).list(("pending",)) == []
-    assert "Reloaded: 1 skill(s)." in [m["content"] for m in model.requests[-1].messages if m["role"] == "tool"][0]
+    assert "Reloaded: 1 skill(s)." in next(m["content"] for m in model.requests[-1].messages if m["role"] == "tool")

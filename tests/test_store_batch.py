@@ -119,12 +119,13 @@ def test_a_store_outlives_an_event_loop_closed_mid_batch(tmp_path: Path) -> None
 
     store = Store(tmp_path / "loops.db")
     hold = threading.Event()
+    stranded: list[asyncio.Future[Any]] = []  # the two writes the closed loop leaves pending
 
     async def first() -> None:
         await store.open()
         await store.run(lambda d: d.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, text TEXT UNIQUE)"))
-        asyncio.ensure_future(store.write(lambda d: hold.wait(10)))  # holds the store's thread
-        asyncio.ensure_future(store.write(note("queued behind it")))
+        stranded.append(asyncio.ensure_future(store.write(lambda d: hold.wait(10))))  # holds the store's thread
+        stranded.append(asyncio.ensure_future(store.write(note("queued behind it"))))
         await asyncio.sleep(0)  # both issued
 
     async def second() -> list[str]:

@@ -5,6 +5,7 @@ killed with SIGKILL mid-stream, then restarted."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +54,7 @@ def assert_throttled(times: list[float], interval: float) -> None:
     """Writes arrive about once per interval. The throttle spaces the writes it issues; the dispatcher's
     delivery adds jitter on a loaded machine (one late delivery shortens the next gap), so single gaps get
     a wide margin and the mean gap a narrow one. Unthrottled, the gaps would be one token apart (25 ms)."""
-    gaps = [b - a for a, b in zip(times, times[1:])]
+    gaps = [b - a for a, b in pairwise(times)]
     assert gaps and min(gaps) >= interval * 0.5, gaps
     assert sum(gaps) / len(gaps) >= interval * 0.9, gaps
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -78,7 +79,7 @@ async def test_a_burst_into_one_chat_goes_out_at_one_a_second(tg: FakeBot, tmp_p
         await asyncio.gather(*(surface.deliver(item(f"reply {n}", origin=chat(0), item_id=n), None) for n in range(3)))
     sent = tg.sent("sendMessage")
     assert [visible_text(c.params["text"]) for c in sent] == ["reply 0", "reply 1", "reply 2"]
-    gaps = [b.at - a.at for a, b in zip(sent, sent[1:])]
+    gaps = [b.at - a.at for a, b in pairwise(sent)]
     assert min(gaps) >= 0.95, gaps
 
 
@@ -107,7 +108,8 @@ async def test_a_group_keeps_to_its_per_minute_limit(tg: FakeBot, tmp_path: Path
         assert not done  # the group's next message waits for its minute
         assert other
         second.cancel()
-    assert [visible_text(c.params["text"]) for c in tg.sent("sendMessage")] == ["first", "a private chat is not held up"]
+    assert [visible_text(c.params["text"]) for c in tg.sent("sendMessage")] == ["first",
+                                                                               "a private chat is not held up"]
 
 
 async def test_a_429_is_waited_out_and_the_message_sent_once(tg: FakeBot, tmp_path: Path) -> None:

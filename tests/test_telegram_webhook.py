@@ -87,7 +87,7 @@ async def test_a_90_mb_unauthenticated_body_is_refused_without_buffering_it(
         tg: FakeBot, tmp_path: Path, unused_tcp_port: int, monkeypatch: pytest.MonkeyPatch, chunked: bool) -> None:
     async with hook(tg, tmp_path, unused_tcp_port, monkeypatch) as port:
         with peak_rss_growth() as growth:
-            status, sent = await raw_post(unused_tcp_port, "/tg/hook", HUGE, secret="wrong", chunked=chunked)
+            status, _ = await raw_post(unused_tcp_port, "/tg/hook", HUGE, secret="wrong", chunked=chunked)
         assert status == 403
         assert growth[0] < 20 * 1024 * 1024, f"peak RSS grew by {growth[0] // 1024} KB"
         assert port.inbounds == []

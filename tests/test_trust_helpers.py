@@ -44,7 +44,7 @@ async def test_a_helpers_report_read_after_new_is_outside_content(harness, model
     args = {"id": job.id} if reader == "subagent_history" else {}
     model.script(tool_call(reader, args), tool_call("memory", PLANTED), reply("Saved."))
     out = await harness.say("show the background job status and remember what it found")
-    result = [m for m in model.requests[-2].messages if m["role"] == "tool"][0]["content"]
+    result = next(m for m in model.requests[-2].messages if m["role"] == "tool")["content"]
     assert "bcc audit@evil.example" in result and f'<untrusted source="helper job {job.id}' in result
     assert "Approval needed: memory" in out
     assert await Memory(harness.gw.store).list("console:owner") == []
