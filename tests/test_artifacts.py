@@ -68,7 +68,8 @@ async def test_a_received_file_moves_in_owner_only_and_a_rerun_finds_it(artifact
                                      source_key="in-1:0")
     assert again.id == rec.id
     assert [r.id for r in await artifacts.for_session("s1")] == [rec.id]
-    sneaky = await artifacts.add_bytes(b"x", session_id="s1", user_key="u1", name="../../.bashrc", mime_type="text/plain")
+    sneaky = await artifacts.add_bytes(b"x", session_id="s1", user_key="u1", name="../../.bashrc",
+                                       mime_type="text/plain")
     assert Path(sneaky.path).parent == tmp_path / "artifacts" and Path(sneaky.path).name.endswith("-bashrc")
 
 
@@ -120,7 +121,8 @@ def ctx(store: Store, artifacts: Artifacts) -> RecordingContext:
 
 
 async def test_list_and_pin_see_only_this_sessions_artifacts(ctx: RecordingContext, artifacts: Artifacts) -> None:
-    mine = await artifacts.add_bytes(b"a", session_id=ctx.session_id, user_key="u1", name="a.txt", mime_type="text/plain")
+    mine = await artifacts.add_bytes(b"a", session_id=ctx.session_id, user_key="u1", name="a.txt",
+                                     mime_type="text/plain")
     theirs = await artifacts.add_bytes(b"b", session_id="slack:D9", user_key="u2", name="b.txt", mime_type="text/plain")
     listed = await call(artifact.artifact_list, ctx)
     assert [a["id"] for a in listed] == [mine.id]

@@ -178,8 +178,8 @@ async def test_a_telegram_approval_prompt_shows_links_and_fences_verbatim(tg: Fa
         assert f"Record the note: {TRICKY}\n\nExpires" in shown  # what the phone shows, character for character
 
 
-async def test_a_slack_approval_prompt_shows_links_and_fences_verbatim(slack_owner_gateway: Gateway, slack_fake: FakeSlack,
-                                                                       model: FakeModel) -> None:
+async def test_a_slack_approval_prompt_shows_links_and_fences_verbatim(
+        slack_owner_gateway: Gateway, slack_fake: FakeSlack, model: FakeModel) -> None:
     model.script(tool_call("side_effect", {"note": TRICKY}), reply("Asked."))
     await slack_fake.send_envelope("events_api", event_body(dm("please do the side effect")))
     [prompt] = await slack_fake.calls.wait(lambda c: is_post(c) and "blocks" in c.args and

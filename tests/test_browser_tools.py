@@ -149,8 +149,8 @@ async def test_a_screenshot_is_an_artifact_and_an_image_for_a_vision_model(
     driver = Browser(Guard(allow_private=True), BrowserSettings(executable=executable, profiles=tmp_path / "p"))
     async with Store(tmp_path / "shots.db") as store:
         artifacts = Artifacts(store, tmp_path / "artifacts", max_file_bytes=10_000_000, max_daily_bytes=50_000_000)
-        ctx = RecordingContext(store=store, services={"browser": driver, "artifacts": artifacts,
-                                                      "vision": VisionLimits(max_side=512, max_bytes=200_000, max_pixels=40_000_000)})
+        vision = VisionLimits(max_side=512, max_bytes=200_000, max_pixels=40_000_000)
+        ctx = RecordingContext(store=store, services={"browser": driver, "artifacts": artifacts, "vision": vision})
         try:
             await browser.browser_navigate.handler(ctx, url=browser_site.url("/form"))
             out = await browser.browser_screenshot.handler(ctx)

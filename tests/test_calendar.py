@@ -64,7 +64,8 @@ async def test_a_calendar_url_is_that_calendar_alone(caldav_server: CalDAVServer
 async def test_an_unknown_calendar_name_lists_the_known_ones(caldav_server: CalDAVServer,
                                                             seeded_calendar: str) -> None:
     async with CalendarClient(settings(caldav_server, seeded_calendar)) as client:
-        with pytest.raises(CalendarNotFound, match=r"no calendar called 'Work' \(calendars: Personal \([0-9a-f]{32}\)\)"):
+        with pytest.raises(CalendarNotFound,
+                           match=r"no calendar called 'Work' \(calendars: Personal \([0-9a-f]{32}\)\)"):
             await client.calendar("Work")
 
 

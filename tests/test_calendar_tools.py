@@ -130,7 +130,8 @@ async def test_get_shows_the_whole_event(store: Store, client: CalendarClient) -
     text = await call(cal_tools.calendar_get, ctx, event_id="team-sync")
     version = await version_of(client, "team-sync")
     assert text.splitlines()[0] == f"id=team-sync version={version}"
-    assert text.splitlines()[1].startswith('<untrusted source="calendar event team-sync"')  # invitations are outside text
+    # invitations are outside text
+    assert text.splitlines()[1].startswith('<untrusted source="calendar event team-sync"')
     assert ctx.external_sources == ["calendar event team-sync"]
     assert "  when: Mon 03 Mar 2025 10:00–11:00 CET" in text
     assert "  attendees: alice@example.com, bob@example.com" in text

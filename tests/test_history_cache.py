@@ -18,7 +18,8 @@ REPLY = "here is a reasonably detailed answer sentence. " * 8  # ~400 characters
 
 
 async def fill(messages: Messages, session_id: str, turns: int, start: int = 0) -> None:
-    await Sessions(messages.store).get_or_create(session_id, Origin(surface="console", chat_id=session_id), "console:me")
+    origin = Origin(surface="console", chat_id=session_id)
+    await Sessions(messages.store).get_or_create(session_id, origin, "console:me")
     rows = []
     for i in range(start, start + turns):
         rows.append(MessageRecord(session_id=session_id, turn_id=f"t{i}", role="user", content=f"question {i}?"))

@@ -125,7 +125,8 @@ async def run_allowed(start_console, config, model, command: str) -> str:
     return [m["content"] for r in model.requests for m in r.messages if m["role"] == "tool"][-1]
 
 
-CONNECT = "python3 -c \"import socket,sys; socket.create_connection(('127.0.0.1', int(sys.argv[1])), 2); print('CONNECTED')\""
+CONNECT = ("python3 -c \"import socket,sys; socket.create_connection(('127.0.0.1', int(sys.argv[1])), 2); "
+           "print('CONNECTED')\"")
 
 
 async def test_sandbox_blocks_writes_outside_the_workspace_and_the_network(start_console, make_config, model,

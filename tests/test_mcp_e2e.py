@@ -91,7 +91,8 @@ def _child_pids(name: str) -> list[int]:
     return pids
 
 
-async def test_a_server_that_dies_is_restarted_and_a_call_meanwhile_gets_a_clear_error(start_console, make_config, model):
+async def test_a_server_that_dies_is_restarted_and_a_call_meanwhile_gets_a_clear_error(
+        start_console, make_config, model):
     h = await start_console(make_config(mcp={"servers": {"time": TIME}}))
     server = h.gw.services["mcp"].server("time")
     [pid] = _child_pids("mcp-server-time")
@@ -135,7 +136,8 @@ async def test_read_only_tools_run_directly_and_overrides_only_tighten(start_con
     model.script(tool_call("mcp_notes_show_picture", {}), reply("Here is the cover."))
     assert "Approval needed" not in await h.say("show the notes cover picture")
     result = last_result(model)
-    assert "The cover:\n[image image/png, 24 bytes; not shown]\n[resource notes://cover, text/plain]\ncover notes" in result
+    assert ("The cover:\n[image image/png, 24 bytes; not shown]\n[resource notes://cover, text/plain]\n"
+            "cover notes") in result
     model.script(tool_call("mcp_notes_list_notes", {}), reply("Asked."))  # read-only, tightened to confirm
     assert "Approval needed: mcp_notes_list_notes" in await h.say("list my notes")
     text = f"direct {uuid.uuid4().hex[:8]}"  # not read-only, but the server's policy says direct

@@ -152,8 +152,9 @@ def test_describe_selection_and_tools_for_the_commands():
     tools = tools_for(["memory", "clarify"], CORE, loader_tool(CORE))
     listing = describe_tools(tools)
     assert listing.startswith("3 tools visible (")
-    assert listing.splitlines()[1:] == ["• loader: load_toolsets (read, direct)", "• memory: memory (runtime-low, audit)",
-                                      "• clarify: clarify (read, direct)"]
+    assert listing.splitlines()[1:] == ["• loader: load_toolsets (read, direct)",
+                                        "• memory: memory (runtime-low, audit)",
+                                        "• clarify: clarify (read, direct)"]
 
 
 def test_selection_round_trips_through_the_session_record():

@@ -71,7 +71,8 @@ def test_scores_do_not_depend_on_the_hash_seed():
     process (a set's order changes with PYTHONHASHSEED)."""
     script = ("from gateway.selection.selector import select_toolsets\n"
               "from toolsets.registry import TOOLSETS\n"
-              "for t in ['is the Louvre open on Tuesdays', '红烧肉怎么做', 'what are the hours of the IKEA on Sunday']:\n"
+              "for t in ['is the Louvre open on Tuesdays', '红烧肉怎么做',"
+              " 'what are the hours of the IKEA on Sunday']:\n"
               "    print(select_toolsets(t, has_attachments=False, recent=[], pins=None, available=TOOLSETS).names)\n")
     outs = {subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=True,
                            env={**os.environ, "PYTHONHASHSEED": seed}).stdout for seed in ("1", "2", "3")}

@@ -60,7 +60,8 @@ def test_a_bm25_match_the_vectors_find_unlikely_is_dropped(text):
 
 
 def test_small_talk_gets_no_toolset_from_the_vectors():
-    for text in ("good morning!", "haha, nice", "nice one, cheers", "see you tomorrow", "hi", "哈哈，好的", "好嘞，知道啦"):
+    for text in ("good morning!", "haha, nice", "nice one, cheers", "see you tomorrow", "hi", "哈哈，好的",
+                 "好嘞，知道啦"):
         assert not [r for r in select(text).reasons.values() if r.startswith("vectors")], text
 
 

@@ -53,7 +53,8 @@ async def test_dm_in_a_thread_is_answered_in_that_thread(gateway: Gateway, slack
     assert (answer["channel"], answer["thread_ts"], answer["text"]) == ("D0001", "1710000000.000400",
                                                                        "echo: hello there")
     await gateway.idle()
-    reactions = [(c.method, c.args["timestamp"]) for c in slack_fake.calls.items(lambda c: c.method.startswith("reactions."))]
+    reactions = [(c.method, c.args["timestamp"])
+                 for c in slack_fake.calls.items(lambda c: c.method.startswith("reactions."))]
     assert reactions == [("reactions.add", "1710000000.000500"), ("reactions.remove", "1710000000.000500")]
 
 

@@ -115,7 +115,8 @@ async def test_tts_toolset_exists_only_with_an_engine(start_console: Any, make_c
     assert "tts" in {ts.name for ts in with_engine.gw.runtime.available()}
 
 
-async def test_the_console_says_where_the_voice_note_was_saved(start_console: Any, make_config: Any, model: Any) -> None:
+async def test_the_console_says_where_the_voice_note_was_saved(start_console: Any, make_config: Any,
+                                                               model: Any) -> None:
     from tests.fixtures.model import reply, tool_call
 
     console = await start_console(make_config(tts={"engine": "espeak-ng"}))

@@ -29,8 +29,10 @@ async def test_migrations_apply_twice(tmp_path):
 async def test_fts_search_is_per_user_and_quotes_input(store):
     await Sessions(store).get_or_create("s1", Origin(surface="console", chat_id="c"), "console:a")
     m = Messages(store)
-    await m.add(MessageRecord(session_id="s1", turn_id="t", role="user", content="dentist on Friday", user_key="console:a"))
-    await m.add(MessageRecord(session_id="s1", turn_id="t", role="user", content="dentist secret", user_key="console:b"))
+    await m.add(MessageRecord(session_id="s1", turn_id="t", role="user", content="dentist on Friday",
+                              user_key="console:a"))
+    await m.add(MessageRecord(session_id="s1", turn_id="t", role="user", content="dentist secret",
+                              user_key="console:b"))
     hits = await m.search("console:a", 'dentist" OR *')
     assert hits == []  # the quote and operator are literal text, not syntax
     hits = await m.search("console:a", "dentist")

@@ -55,5 +55,6 @@ socket_stale_s = 30""")
     assert writes[-1].method == "chat.update" and writes[-1].args["text"] == LONG
     assert len(model.requests) == 2  # the first, cut by the kill, and the re-run's
     # The hourglass the killed process put on the owner's message is gone once the re-run answered.
-    reactions = [(c.method, c.args["timestamp"]) for c in slack_fake.calls.items(lambda c: c.method.startswith("reactions."))]
+    reactions = [(c.method, c.args["timestamp"])
+                 for c in slack_fake.calls.items(lambda c: c.method.startswith("reactions."))]
     assert reactions[0][0] == "reactions.add" and reactions[-1] == ("reactions.remove", reactions[0][1]), reactions

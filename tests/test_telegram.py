@@ -34,7 +34,7 @@ async def test_message_reaches_gateway_as_inbound(tg: FakeBot, tmp_path: Path) -
         await tg.wait(lambda: not tg.pending, what="the update to be confirmed")
         commands = [c["command"] for c in tg.sent("setMyCommands")[0].params["commands"]]
         table = Commands(None, None).table  # type: ignore[arg-type]  # only its names are read
-        assert set(commands) == set(table) - {"start"}  # every slash command is in the menu  # every slash command is in the menu
+        assert set(commands) == set(table) - {"start"}  # every slash command is in the menu
         # polling must not throw away what arrived while the bot was down
         assert all(not c.params.get("drop_pending_updates") for c in tg.sent("deleteWebhook"))
     assert surface.status() == "down"

@@ -28,7 +28,8 @@ async def call(tool: Tool, ctx: RecordingContext, **args: Any) -> Any:
 async def test_task_lifecycle(store):
     ctx = RecordingContext(store)
     created = await call(tasks.task_create, ctx, title=" Renew passport ", due="2030-03-31")
-    assert created == {"id": created["id"], "title": "Renew passport", "notes": "", "due": "2030-03-31", "status": "open"}
+    assert created == {"id": created["id"], "title": "Renew passport", "notes": "", "due": "2030-03-31",
+                       "status": "open"}
     await call(tasks.task_create, ctx, title="Buy milk")
     assert [t["title"] for t in await call(tasks.task_list, ctx)] == ["Renew passport", "Buy milk"]
 

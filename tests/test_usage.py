@@ -14,7 +14,8 @@ async def test_usage_sums_the_models_reports_and_prices_them(start_console, make
     h = await start_console(make_config(model={"price_in_per_mtok": 2.0, "price_out_per_mtok": 10.0,
                                                "price_cached_per_mtok": 0.5}))
     model.script(reply("one", usage=(1000, 100, 400)),
-                 tool_call("task_create", {"title": "milk"}, usage=(2000, 50, 1500)), reply("two", usage=(2100, 20, 2000)))
+                 tool_call("task_create", {"title": "milk"}, usage=(2000, 50, 1500)),
+                 reply("two", usage=(2100, 20, 2000)))
     await h.say("first")
     await h.say("add a task")
     out = await h.say("/usage")

@@ -22,7 +22,8 @@ from tests.fixtures.model import FakeModel, reply
 
 def png(width: int, height: int, alpha: bool = False) -> bytes:
     buf = io.BytesIO()
-    Image.new("RGBA" if alpha else "RGB", (width, height), (10, 200, 10, 128) if alpha else (10, 200, 10)).save(buf, "PNG")
+    colour = (10, 200, 10, 128) if alpha else (10, 200, 10)
+    Image.new("RGBA" if alpha else "RGB", (width, height), colour).save(buf, "PNG")
     return buf.getvalue()
 
 

@@ -202,7 +202,8 @@ async def test_doctor_line_reports_reach_and_whether_search_answers(site: FakeSi
     from gateway.config import WebConfig
     from gateway.services.factory import web_check
 
-    assert await web_check(WebConfig()) == ("✓", "web", "fetch: public web only; search: none configured ([web] search)")
+    assert await web_check(WebConfig()) == ("✓", "web",
+                                            "fetch: public web only; search: none configured ([web] search)")
     ok = await web_check(WebConfig(search="searxng", searxng_url=site.url(""), allowed_hosts=["*.example.com"]))
     assert ok == ("✓", "web", "fetch: public web only, only 1 allowed host pattern(s); search (searxng): "
                               "answering (1 result(s))")
@@ -219,5 +220,6 @@ async def test_catalog_marks_web_search_as_needing_a_backend(tmp_path, home) -> 
     _, out, _ = await anyy("tools", "--json", env=home)
     rows = {r["tool"]: r for r in json.loads(out)}
     assert rows["web_search"]["available"] is False and rows["web_fetch"]["available"] is True
-    _, out, _ = await anyy("tools", "--json", "--config", write_config(tmp_path, '[web]\nsearch = "searxng"\n'), env=home)
+    cfg = write_config(tmp_path, '[web]\nsearch = "searxng"\n')
+    _, out, _ = await anyy("tools", "--json", "--config", cfg, env=home)
     assert {r["tool"]: r for r in json.loads(out)}["web_search"]["available"] is True

@@ -100,7 +100,8 @@ def _anthropic(whole: dict[str, Any], pieces: list[str]) -> Iterator[tuple[bytes
             opened: dict[str, Any] = {"type": "text", "text": ""}
         else:
             opened = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
-        yield _sse({"type": "content_block_start", "index": index, "content_block": opened}, "content_block_start"), False
+        block_start = {"type": "content_block_start", "index": index, "content_block": opened}
+        yield _sse(block_start, "content_block_start"), False
         if block["type"] == "text":
             for piece in pieces:
                 yield _sse({"type": "content_block_delta", "index": index,

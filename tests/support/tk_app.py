@@ -3,8 +3,9 @@
     DISPLAY=:N python -m tests.support.tk_app LOG
 
 Each click of the button appends "click" (a right click "right click"), Return in the entry appends
-"submit:<text>" (and clears it), a wheel click "wheel up" / "wheel down", the probe button "probe". Once the window is mapped it prints the screen centres of its widgets
-as one JSON line on stdout: {"button": [x, y], "entry": [x, y], "probe": [x, y]}.
+"submit:<text>" (and clears it), a wheel click "wheel up" / "wheel down", the probe button "probe". Once
+the window is mapped it prints the screen centres of its widgets as one JSON line on stdout:
+{"button": [x, y], "entry": [x, y], "probe": [x, y]}.
 """
 
 from __future__ import annotations
