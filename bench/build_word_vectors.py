@@ -221,9 +221,10 @@ def cross_validate(classes: list[str], words: list[str], matrix: np.ndarray) -> 
             runs[f"t={threshold} best={best} veto={veto}"] = served(test, table)
         for label, figures in runs.items():
             results.setdefault(label, []).append(figures)
-            print(f"{left_out:28} {label:30} {'%5.1f %% wrong/msg %.2f' % figures}", flush=True)
+            print(f"{left_out:28} {label:30} {figures[0]:5.1f} % wrong/msg {figures[1]:.2f}", flush=True)
     for label, figures in results.items():
-        print(f"{'mean over writers':28} {label:30} {'%5.1f %% wrong/msg %.2f' % tuple(np.mean(figures, 0))}")
+        mean_served, mean_wrong = np.mean(figures, 0)
+        print(f"{'mean over writers':28} {label:30} {mean_served:5.1f} % wrong/msg {mean_wrong:.2f}")
 
 
 def main() -> None:

@@ -53,7 +53,8 @@ def config(model_url: str, store: str, every_toolset: bool) -> dict[str, Any]:
     cfg: dict[str, Any] = {"model": {"base_url": model_url, "model": "bench"}, "store": {"path": f"{store}/anyy.db"}}
     if every_toolset:
         cfg |= {
-            "email": {"imap_host": "127.0.0.1", "smtp_host": "127.0.0.1", "username": "me", "from_address": "me@x.test"},
+            "email": {"imap_host": "127.0.0.1", "smtp_host": "127.0.0.1", "username": "me",
+                      "from_address": "me@x.test"},
             "calendar": {"url": "http://127.0.0.1:9/dav/"},
             "web": {"search": "searxng"},
             "browser": {"enabled": True},
@@ -111,7 +112,8 @@ async def soak(gw: Any, inbound: Any, user_id: str, messages: int, trace: bool) 
     first = None
     for sent in range(0, messages, CHATS):
         for chat in range(CHATS):
-            await gw.receive(inbound(surface="console", chat_id=f"chat-{chat}", user_id=user_id, text=message(sent + chat)))
+            await gw.receive(inbound(surface="console", chat_id=f"chat-{chat}", user_id=user_id,
+                                     text=message(sent + chat)))
         await gw.idle()
         if (sent + CHATS) % 400 == 0:
             points.append((sent + CHATS, rss_mb()))

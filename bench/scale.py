@@ -67,7 +67,8 @@ async def reminders(cluster: PgCluster, count: int) -> dict[str, float]:
         assert codes == [0, 0], codes
         runs = await store.run(lambda db: db.execute_returning_dicts(
             "SELECT owner, started_at, finished_at FROM automation_runs WHERE status = 'delivered'"))
-        sent = await store.run(lambda db: db.execute("SELECT count(*), count(DISTINCT dedupe_key) FROM outbox").fetchone())
+        sent = await store.run(
+            lambda db: db.execute("SELECT count(*), count(DISTINCT dedupe_key) FROM outbox").fetchone())
     assert len(runs) == count and tuple(sent) == (count, count), (len(runs), sent)
     first = min(parse_iso(r["started_at"]) for r in runs)
     last = max(parse_iso(r["finished_at"]) for r in runs)

@@ -15,8 +15,10 @@ rebuilt on GloVe, which then trained on unseen2 and unseen3; `selection_unseen5.
 the vector layer was retrained on unseen2-4 and three sets of training requests by other writers
 (`selection_train_en/zh/hard.jsonl`). unseen2-4 are now tunable (trained on); only unseen5 is held out.
 It is read only with `--held-out`, which prints its totals, never its misses (`--misses` lists
-those of the tunable sets only); timings are over the tunable sets either way. Bytes are those of the `tools` array in the provider's request body (OpenAI chat-completions; Anthropic's median too), not the neutral schemas. Each set also
-reports, per toolset, labels found/needed and wrong picks, and its wrong picks by the layer that made them.
+those of the tunable sets only); timings are over the tunable sets either way. Bytes are those of the
+`tools` array in the provider's request body (OpenAI chat-completions; Anthropic's median too), not the
+neutral schemas. Each set also reports, per toolset, labels found/needed and wrong picks, and its wrong
+picks by the layer that made them.
 
     .venv/bin/python bench/selection.py [--held-out [SET ...]] [--misses] [--leaks]
 

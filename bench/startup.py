@@ -153,7 +153,8 @@ def main() -> None:
                           "after_over_before": versus}, indent=1))
 
 
-def measure(trees: list[Tree], pairs: int, scratch: Path) -> tuple[dict[tuple[str, str], Series], dict[str, list[float]]]:
+def measure(trees: list[Tree], pairs: int,
+            scratch: Path) -> tuple[dict[tuple[str, str], Series], dict[str, list[float]]]:
     """Per (tree or "bare", command): the series; per command: after / before, pair by pair."""
     results = {(t.name, c): Series() for t in trees for c in COMMANDS}
     results |= {("bare", c): Series() for c in COMMANDS}

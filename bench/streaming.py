@@ -24,6 +24,7 @@ import statistics
 import sys
 import tempfile
 import time
+from itertools import pairwise
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -71,7 +72,7 @@ async def one_run(telegram: FakeTelegram, model_url: str, text: str, stream: boo
     finally:
         await gw.stop()
     writes = [c for c in bot.sent() if c.method in ("sendMessage", "editMessageText")]
-    gaps = [b.at - a.at for a, b in zip(writes, writes[1:])]
+    gaps = [b.at - a.at for a, b in pairwise(writes)]
     return {"first": writes[0].at - t0, "final": writes[-1].at - t0, "writes": len(writes),
             "edits": sum(c.method == "editMessageText" for c in writes), "min_gap": min(gaps) if gaps else 0.0}
 

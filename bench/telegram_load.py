@@ -55,7 +55,8 @@ LIMITS = {
 # Where a py-spy sample belongs: the first part whose marks a frame of its stack contains, in this order.
 # Store operations run on the store's worker thread, so they are told apart by the operation's name.
 PARTS = [
-    ("start-up and shutdown (imports, migrations)", ("importlib", "Gateway.start", "Gateway.stop", "migrations.py", "Store._connect")),
+    ("start-up and shutdown (imports, migrations)", ("importlib", "Gateway.start", "Gateway.stop", "migrations.py",
+                                                     "Store._connect")),
     ("typing indicator", ("_keep_typing",)),
     ("intake (getUpdates, handler, inbound row)", ("_update_fetcher", "Updater.", "_on_message", "InboundLog.accept",
                                                    "HandoffQueue", "process_update")),
@@ -165,7 +166,6 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 pid = gateway_pid(process.pid) if args.profile else process.pid
                 cpu0, loop0 = cpu_s(pid), cpu_s(pid, pid)  # the event loop runs on the main thread
                 replies = await bot.wait_calls("sendMessage", total, timeout=max(120.0, total / 2))
-                drained = time.monotonic()
                 cpu1, loop1 = cpu_s(pid), cpu_s(pid, pid)
                 await asyncio.sleep(1.0)  # anything sent twice would show now
             finally:
@@ -182,7 +182,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                       "loop_ms_per_message": (loop1 - loop0) * 1000 / total, "typing": len(bot.sent("sendChatAction")),
                       "edits": len(bot.sent("editMessageText")),
                       "min_gap_s": min_gap_s(replies),
-                      "peak_per_s": peak_per_s(bot.sent("sendMessage") + bot.sent("editMessageText")), "first_reply_s": replies[0].at - started,
+                      "peak_per_s": peak_per_s(bot.sent("sendMessage") + bot.sent("editMessageText")),
+                      "first_reply_s": replies[0].at - started,
                       "errors": err.count("ERROR")}
             if args.profile:
                 raw = (tmp / "profile.txt").read_text()
@@ -227,7 +228,8 @@ def main() -> None:
     args = ap.parse_args()
     r = asyncio.run(run(args))
     print(f"limits={r['limits']} messages={r['messages']} drain={r['drain_s']:.2f}s rate={r['per_s']:.1f}/s "
-          f"cpu={r['cpu_ms_per_message']:.2f} ms/message (event loop {r['loop_ms_per_message']:.2f}) typing_actions={r['typing']} edits={r['edits']} "
+          f"cpu={r['cpu_ms_per_message']:.2f} ms/message (event loop {r['loop_ms_per_message']:.2f}) "
+          f"typing_actions={r['typing']} edits={r['edits']} "
           f"first_reply={r['first_reply_s']:.2f}s min_gap_same_chat={r['min_gap_s']:.3f}s "
           f"peak_messages_in_1s={r['peak_per_s']} "
           f"error_lines={r['errors']} load={os.getloadavg()[0]:.2f}")

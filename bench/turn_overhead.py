@@ -101,7 +101,8 @@ async def main(turns: int, stream: bool, store_url: str | None = None) -> dict[s
     fake.terminate()
     await fake.wait()
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"turns={turns} (1 in 4 with a tool call), streamed={stream}, store={'postgresql' if store_url else 'sqlite'}")
+    backend = "postgresql" if store_url else "sqlite"
+    print(f"turns={turns} (1 in 4 with a tool call), streamed={stream}, store={backend}")
     print(f"gateway overhead until the reply is on screen: p50={statistics.median(visible):.2f} ms "
           f"p99={pct(visible, 99):.2f} ms")
     print(f"gateway overhead until everything settled: p50={statistics.median(overhead):.2f} ms "

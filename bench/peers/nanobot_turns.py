@@ -15,7 +15,7 @@ import json
 import sys
 from importlib.metadata import version
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -31,7 +31,7 @@ from nanobot.config.loader import load_config
 class TaskCreate(Tool):
     """The tool the fake asks for on "add a task …" turns: notes the title, says it is done."""
 
-    created: list[str] = []
+    created: ClassVar[list[str]] = []  # every instance notes in the one list main() reads
 
     @property
     def name(self) -> str:
