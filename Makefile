@@ -22,8 +22,7 @@ test: $(STAMP)  ## the whole test suite (starts its own local servers)
 	$(BIN)/pytest
 
 lint: $(STAMP)  ## ruff (packages, tests, bench) and mypy (the four packages): any finding fails
-	$(BIN)/ruff check .
-	$(BIN)/mypy
+	@status=0; $(BIN)/ruff check . || status=1; $(BIN)/mypy || status=1; exit $$status  # both report, then fail
 
 bench: $(STAMP)  ## the benchmarks in bench/, figures recorded in docs/benchmarks.md
 	$(BIN)/python bench/turn_overhead.py
