@@ -14,6 +14,11 @@ import asyncio
 import os
 import sys
 import time
+from pathlib import Path
+
+# The fake model is tests/fixtures/model.py, which the editable install does not map: this tree's root goes
+# last on the path, so a PYTHONPATH naming another checkout still wins.
+sys.path.append(str(Path(__file__).resolve().parent.parent))
 
 from gateway.llm import ChatMessage, OpenAIClient
 from tests.fixtures.model import start_fake_model
