@@ -65,6 +65,7 @@ async def test_the_runtime_anyy_tools_doctor_and_dashboard_agree(service: str, c
     rows = json.loads(capsys.readouterr().out)
     listed = {r["tool"] for r in rows if r["available"]}
     assert all(r["why_not"] for r in rows if not r["available"])  # an absent tool always says why
+    assert not any("why_not" in r for r in rows if r["available"])
 
     page = catalog(TOOLSETS, gw.toolsets, availability(config), set(gw.services), config.tool_governance,
                    gw.access.guest_may_use)

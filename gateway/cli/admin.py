@@ -93,12 +93,13 @@ async def tools(config: Config, args: argparse.Namespace) -> int:
         present = ts.present(avail)
         here = {t.name for t in present.tools} if present is not None else set()
         for t in ts.tools:
-            rows.append({"toolset": ts.name, "tool": t.name, "risk": str(t.descriptor.risk),
-                         "approval": str(t.descriptor.approval), "execution": str(t.descriptor.execution),
-                         "visible_chars": t.descriptor.output_budget.visible_chars,
-                         "requires": t.requires or ts.requires, "available": t.name in here,
-                         "why_not": "" if t.name in here else
-                         avail.why_absent(ts.requires) or avail.why_absent(t.requires)})
+            row = {"toolset": ts.name, "tool": t.name, "risk": str(t.descriptor.risk),
+                   "approval": str(t.descriptor.approval), "execution": str(t.descriptor.execution),
+                   "visible_chars": t.descriptor.output_budget.visible_chars,
+                   "requires": t.requires or ts.requires, "available": t.name in here}
+            if t.name not in here:  # "why_not" only where a tool is not available
+                row["why_not"] = avail.why_absent(ts.requires) or avail.why_absent(t.requires)
+            rows.append(row)
     mcp_rows, down = await mcp_cli.tool_rows(config)  # connects to the enabled MCP servers to list them
     rows += mcp_rows
     for note in down:
@@ -111,8 +112,9 @@ async def tools(config: Config, args: argparse.Namespace) -> int:
     print("  ".join(c.upper().ljust(widths[c]) for c in TOOLS_COLUMNS).rstrip())
     said = ""
     for r in rows:  # why a tool is not available, said on the first row of a run of the same reason
-        note = "" if r["available"] else f"  (not available{': ' + r['why_not'] if r['why_not'] != said else ''})"
-        said = r["why_not"]
+        why = r.get("why_not", "")
+        note = "" if r["available"] else f"  (not available{': ' + why if why != said else ''})"
+        said = why
         print("  ".join(str(r[c]).ljust(widths[c]) for c in TOOLS_COLUMNS).rstrip() + note)
     return 0
 

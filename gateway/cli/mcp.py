@@ -106,7 +106,7 @@ async def tool_rows(config: Config) -> tuple[list[dict[str, Any]], list[str]]:
                       "approval": str(t.descriptor.approval), "execution": str(t.descriptor.execution),
                       "visible_chars": t.descriptor.output_budget.visible_chars, "requires": ts.requires,
                       "available": server.state == "up",
-                      "why_not": "" if server.state == "up" else server.status()} for t in ts.tools]
+                      **({} if server.state == "up" else {"why_not": server.status()})} for t in ts.tools]
     return rows, notes
 
 
