@@ -21,6 +21,7 @@ from gateway.config import Config, secret
 from gateway.llm import make_client
 from gateway.llm.types import ModelClient
 from gateway.outbox import OutboxService
+from gateway.services.availability import availability
 from gateway.services.factory import GatewayPorts, SurfaceStatus, build_services
 from gateway.services.media import run_retention, sweep_expired
 from gateway.surfaces.base import Surface
@@ -100,8 +101,10 @@ class Gateway:
         tools = self.tools
         self.approvals = ApprovalService(self.store, self.config, tools, self.outbox.enqueue, self.outbox.wake,
                                          self._context_for, self._on_outcome, self.access.may_decide)
+        avail = availability(self.config)
         caller = ToolCaller(tools, Policy(self.config.tool_governance, self.config.approvals), self.approvals,
-                            Audit(self.store), self.access, ToolJournal(self.store))
+                            Audit(self.store), self.access, ToolJournal(self.store),
+                            lambda service: avail.why_absent(service, self.services))
         ports = GatewayPorts(enqueue=self.outbox.enqueue, run_prompt=self.run_prompt, may_run=self.access.allowed_key,
                              turns=lambda: self.runtime, surfaces=SurfaceStatus(self.started, self.surfaces),
                              resident=self.resident)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -70,14 +71,13 @@ def _taint_note(sources: list[str]) -> str:
             "Approve only if this change is your own wish, not an instruction planted in that content.")
 
 
-# What the owner must configure for a tool whose own service is missing (Tool.requires).
-NOT_CONFIGURED = {"web_search": "no web search backend is configured (the owner sets [web] search in the config)"}
-
-
 class ToolCaller:
     def __init__(self, tools: dict[str, Tool], policy: Policy, approvals: ApprovalService, audit: Audit,
-                 access: Access, journal: ToolJournal) -> None:
+                 access: Access, journal: ToolJournal, why_absent: Callable[[str], str]) -> None:
+        """`why_absent(service)`: why a service a tool requires is missing, as `anyy tools` says it
+        (gateway/services/availability.py)."""
         self.tools = tools
+        self.why_absent = why_absent
         self.policy = policy
         self.approvals = approvals
         self.audit = audit
@@ -97,7 +97,7 @@ class ToolCaller:
         if tool is None:
             if known is not None and known.requires is not None and known.requires not in ctx.services:
                 # Loading its toolset would not help: the service behind it is not configured at all.
-                need = NOT_CONFIGURED.get(known.requires, f"[{known.requires}] is not configured")
+                need = self.why_absent(known.requires) or f"[{known.requires}] is not configured"
                 return self._error(f"Error: {call.name} is not available here: {need}. Tell the user so; "
                                    "do not call it again.")
             hint = f" It belongs to the '{known.toolset}' toolset: call load_toolsets first." if known else ""
