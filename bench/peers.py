@@ -32,8 +32,8 @@ checks, after the turns (so not with `--skip turns`), that:
 
 - nanobot's p50 overhead per turn is at least GUARD_RATIOS["nanobot"] (20x) anyy's and Hermes's at least
   GUARD_RATIOS["hermes"] (15x), anyy being this tree not streamed, in the lockstep above (every anyy
-  turn there is cold: it follows the other agents' 100-200 ms turns; the `--also` slot, which follows
-  an anyy turn, reads 5-10 % faster and is not what the guard reads);
+  turn there is cold: it follows the other agents' turns of hundreds of ms; the `--also` slot, which
+  follows an anyy turn, reads a few percent faster (docs/benchmarks.md) and is not what the guard reads);
 - anyy's warm p50 is at most WARM_P50_MS (3 ms): bench/turn_overhead.py run alone, turn after turn,
   WARM_RUNS times (WARM_TURNS turns each, replies not streamed), the median of its p50 overhead until
   the reply is on screen.
