@@ -18,7 +18,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
-from peers import GUARD_RATIOS, WARM_P50_MS, guard_checks, overlap  # noqa: E402
+from peers import overlap  # noqa: E402
+from peers_guard import GUARD_RATIOS, WARM_P50_MS, guard_checks  # noqa: E402
 
 ASK = {"model": "bench", "messages": [{"role": "user", "content": "add a task milk"}]}
 
