@@ -56,7 +56,7 @@ WRITER_SETS = ("selection_unseen2.jsonl", "selection_unseen3.jsonl", "selection_
                "selection_train_en.jsonl", "selection_train_zh.jsonl", "selection_train_hard.jsonl")
 THRESHOLDS = ((0.8, 0.5, 0.0), (0.7, 0.4, 0.05), (0.8, 0.4, 0.02), (0.8, 0.4, 0.05), (0.8, 0.4, 0.1),
               (0.8, 0.5, 0.05), (0.9, 0.4, 0.05))  # (threshold, best_threshold, veto)
-# Chosen with --cv (see docs/benchmarks.md, "Selection by meaning, fourth pass" and "fifth pass"): how
+# Chosen with --cv (`git show c172a5c:docs/benchmarks.md`, "Selection by meaning, fourth/fifth pass"): how
 # many of GloVe's most frequent words the table keeps; the inverse regularisation (classes weighted
 # "balanced"; unweighted lost ~3 points); the weights of the learned English-word and Chinese features
 # against the GloVe dimensions; the probability from which any toolset is offered (when likelier than

@@ -5,8 +5,8 @@ Every registered toolset counts as available (all connectors configured), plus o
 `mcp-time` with the keywords an owner might configure. The session has no recent use and no pins, so
 each figure is what a fresh conversation's first model request would carry.
 `selection_corpus.jsonl` is the labelled corpus keywords are tuned on; `selection_heldout.jsonl` is not
-tuned on, so its recall shows how well they generalize (docs/benchmarks.md says which of its lines were
-written before which tuning round). `selection_unseen.jsonl` (issue 25) was written and committed before
+tuned on, so its recall shows how well they generalize (`git show c172a5c:docs/benchmarks.md` says which of its lines
+were written before which tuning round). `selection_unseen.jsonl` (issue 25) was written and committed before
 the meaning layer existed; its misses were read while tuning it, so it is no longer strictly held out.
 `selection_unseen2.jsonl` (issue 25, second pass) was written and committed, with its baseline, before the
 second round of tuning, and is never tuned on; `selection_unseen3.jsonl` (issue 25, third pass) likewise,
