@@ -1,11 +1,11 @@
 """The SQLite search index of the transcript, filled in batches instead of by every insert.
 
 A trigram FTS5 entry costs about four times the message insert itself (measured in issue 25: `git show
-c172a5c:docs/benchmarks.md`), and most of that is the per-commit write of a tiny index segment. So a new message is not indexed as
-it is written: `catch_up` indexes every row past the high-water mark in one transaction — before every
-search (a search still sees every message), after a few dozen new rows, and on the gateway's lease
-tick (rows other processes wrote). The update and delete triggers touch the index only for rows
-already in it. PostgreSQL searches through its trigram index and needs none of this.
+c172a5c:docs/benchmarks.md`), and most of that is the per-commit write of a tiny index segment. So a new
+message is not indexed as it is written: `catch_up` indexes every row past the high-water mark in one
+transaction — before every search (a search still sees every message), after a few dozen new rows, and
+on the gateway's lease tick (rows other processes wrote). The update and delete triggers touch the index
+only for rows already in it. PostgreSQL searches through its trigram index and needs none of this.
 """
 
 from __future__ import annotations

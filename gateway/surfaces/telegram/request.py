@@ -1,12 +1,13 @@
 """PTB's networking backend on aiohttp: how the Telegram surface's Bot API requests reach Telegram.
 
-python-telegram-bot sends every request through a `telegram.request.BaseRequest`; its own
-`HTTPXRequest` costs about 1.9 ms of CPU per sendMessage on httpx/httpcore (request building, the
-pool's per-connection checks, h11, anyio), against about 0.4 ms here on aiohttp, whose HTTP parser is
-compiled (measured in issue 25: `git show c172a5c:docs/benchmarks.md`, "Telegram load, second pass").
-PTB keeps everything else: building the parameters, reading Telegram's answer, its errors; this class
-only moves bytes, and maps failures to PTB's `TimedOut` and `NetworkError` as `HTTPXRequest` does. Parameters go as a JSON body, which Telegram
-accepts for every method but file uploads (those go as a multipart form, as PTB's own do).
+python-telegram-bot sends every request through a `telegram.request.BaseRequest`; its own `HTTPXRequest`
+costs about 1.9 ms of CPU per sendMessage on httpx/httpcore (request building, the pool's per-connection
+checks, h11, anyio), against about 0.4 ms here on aiohttp, whose HTTP parser is compiled (measured in
+issue 25: `git show c172a5c:docs/benchmarks.md`, "Telegram load, second pass"). PTB keeps everything
+else: building the parameters, reading Telegram's answer, its errors; this class only moves bytes, and
+maps failures to PTB's `TimedOut` and `NetworkError` as `HTTPXRequest` does. Parameters go as a JSON
+body, which Telegram accepts for every method but file uploads (those go as a multipart form, as PTB's
+own do).
 
 Timeouts follow `HTTPXRequest`'s defaults and meaning (seconds; a request may pass its own): `connect`
 to open a connection, `read` for each read of the answer (a long poll passes its poll time on top),
