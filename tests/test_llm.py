@@ -228,7 +228,8 @@ async def test_unauthorized_is_not_retried_and_hides_the_key(provider: str, mode
 async def test_invalid_transcript_is_refused_not_retried(provider: str, model: FakeModel) -> None:
     orphan = [*user("x"), ChatMessage(role="tool", tool_call_id="nope", content="result of nothing")]
     async with client(provider, model) as c:
-        with pytest.raises(ModelUnavailable, match=r"refused the request: HTTP 400 Bad Request; the provider says: \".*nope"):
+        with pytest.raises(ModelUnavailable,
+                           match=r"refused the request: HTTP 400 Bad Request; the provider says: \".*nope"):
             await c.complete(orphan, [])
     assert len(model.requests) == 1
 
