@@ -239,6 +239,10 @@ class ThinkInContent:
                                                                    for i, c in enumerate(wired)]
         return openai_raw(self.model, {"content": content, "tool_calls": wired}, deltas, "tool_calls")
 
+    def __call__(self, kind: Kind, body: dict[str, Any]) -> Step | None:
+        """These servers require nothing back beyond the wire format the fake always checks."""
+        return None
+
 
 # -- the Anthropic Messages API -----------------------------------------------------------------------
 
