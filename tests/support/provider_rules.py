@@ -244,6 +244,40 @@ class ThinkInContent:
         return None
 
 
+class ReasoningField:
+    """A server that returns the reasoning in a field of its own, beside the content: `reasoning` for
+    OpenRouter and Ollama, `reasoning_content` for vLLM with a reasoning parser and llama.cpp's default;
+    none at all (`field` None) for a plain model. OpenRouter also sends `: OPENROUTER PROCESSING` comment
+    lines while it waits (`comments`)."""
+
+    def __init__(self, model: str, field: str | None, comments: bool = False) -> None:
+        self.model, self.field, self.comments = model, field, comments
+
+    def _raw(self, message: dict[str, Any], deltas: list[dict[str, Any]], finish: str, reasoning: str) -> Raw:
+        if self.field is not None:
+            message = {**message, self.field: reasoning}
+            deltas = [{self.field: p} for p in _pieces(reasoning, 6)] + deltas
+        raw = openai_raw(self.model, message, deltas, finish)
+        if not self.comments:
+            return raw
+        return Raw(raw.body, (b": OPENROUTER PROCESSING\n\n", *raw.events[:1], b": OPENROUTER PROCESSING\n\n",
+                              *raw.events[1:]))
+
+    def calls(self, *calls: tuple[str, dict[str, Any]], reasoning: str = "Use the tool.") -> Raw:
+        wired = [{"id": f"call_{next(_ids)}", "type": "function", "function": _function(n, a)} for n, a in calls]
+        return self._raw({"content": None, "tool_calls": wired},
+                         [{"tool_calls": [{"index": i, **c}]} for i, c in enumerate(wired)], "tool_calls", reasoning)
+
+    def reply(self, text: str, reasoning: str = "Answer briefly.") -> Raw:
+        return self._raw({"content": text}, [{"content": p} for p in _pieces(text)], "stop", reasoning)
+
+    def __call__(self, kind: Kind, body: dict[str, Any]) -> Step | None:
+        effort = (body.get("reasoning") or {}).get("effort", "high")
+        if effort not in _EFFORTS:
+            return openai_error(400, f"reasoning.effort: invalid value {effort!r}")
+        return None
+
+
 # -- the Anthropic Messages API -----------------------------------------------------------------------
 
 
