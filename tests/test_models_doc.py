@@ -17,8 +17,8 @@ from gateway.llm.http import HttpModelClient
 from gateway.turns.history import to_chat
 from store.records import MessageRecord
 from tests.fixtures.model import FakeModel
+from tests.support.anthropic_rules import AnthropicThinking
 from tests.support.provider_rules import (
-    AnthropicThinking,
     DeepSeek,
     Gemini,
     OpenAIStrict,

@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 
 from tests.fixtures.model import FakeModel
+from tests.support.anthropic_rules import AnthropicThinking
 from tests.support.cli import SUBPROCESS_S, anyy, write_config
-from tests.support.provider_rules import AnthropicThinking, DeepSeek, Gemini, Refuses, ThinkInContent
+from tests.support.provider_rules import DeepSeek, Gemini, Refuses, ThinkInContent
 from tests.support.resident import resident
 from tests.support.telegram_api import OWNER_ID, FakeBot
 

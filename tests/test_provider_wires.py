@@ -17,14 +17,13 @@ from gateway.llm.think import ONLY_THINKING, ThinkFilter, strip_think
 from gateway.turns.history import to_chat
 from store.records import MessageRecord
 from tests.fixtures.model import FakeModel, Status, start_fake_model
+from tests.support.anthropic_rules import AnthropicThinking, anthropic_raw
 from tests.support.provider_rules import (
-    AnthropicThinking,
     DeepSeek,
     Gemini,
     OpenAIStrict,
     Refuses,
     ThinkInContent,
-    anthropic_raw,
     openai_raw,
 )
 

@@ -54,6 +54,14 @@ class ChatMessage(BaseModel):
     refused: bool = False
 
 
+def stored_fields(meta: dict[str, Any]) -> dict[str, Any]:
+    """The ChatMessage fields `ModelReply.stored` kept in an assistant row's meta."""
+    if "provider_extras" not in meta and "refused" not in meta:  # most rows: nothing to build
+        return {}
+    extras = meta.get("provider_extras")
+    return {"extras": ProviderExtras(**extras) if extras else None, "refused": bool(meta.get("refused"))}
+
+
 class ToolSchema(BaseModel):
     name: str
     description: str
@@ -79,7 +87,7 @@ class ModelReply(BaseModel):
 
     def stored(self) -> dict[str, Any]:
         """What the assistant message's stored `meta` keeps of this reply besides usage and model (read
-        back by gateway.turns.history.to_chat)."""
+        back by `stored_fields`)."""
         kept: dict[str, Any] = {}
         if self.extras is not None:
             kept["provider_extras"] = self.extras.model_dump(exclude_defaults=True)
@@ -119,4 +127,4 @@ class ModelClient(Protocol):
 
 
 __all__ = ["ChatMessage", "ImagePart", "ModelClient", "ModelCutOff", "ModelReply", "ModelUnavailable",
-           "ProviderExtras", "TextSink", "ToolCall", "ToolSchema", "Usage"]
+           "ProviderExtras", "TextSink", "ToolCall", "ToolSchema", "Usage", "stored_fields"]
