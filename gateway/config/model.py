@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from gateway.config.base import Section
 from gateway.config.capabilities import (
@@ -48,6 +48,12 @@ class ConfigError(Exception):
     """A config problem, phrased for a person: which file, which key, what is wrong."""
 
 
+class ThinkingConfig(Section):
+    """`[model] thinking = { budget_tokens = N }`: Anthropic's extended thinking, N tokens of it."""
+
+    budget_tokens: int = Field(ge=1024, description="at least 1024, as Anthropic requires")
+
+
 class ModelConfig(Section):
     provider: Literal["openai", "anthropic"] = "openai"
     base_url: str = ""
@@ -67,10 +73,29 @@ class ModelConfig(Section):
     price_in_per_mtok: float | None = Field(default=None, ge=0)
     price_out_per_mtok: float | None = Field(default=None, ge=0)
     price_cached_per_mtok: float | None = Field(default=None, ge=0)
+    # Thinking, for models that can: Anthropic's extended thinking, and the effort of OpenAI-wire
+    # reasoning models (OpenAI's o-series and gpt-5, DeepSeek, Gemini, OpenRouter, Ollama).
+    thinking: ThinkingConfig | None = None
+    reasoning_effort: Literal["", "low", "medium", "high"] = ""
 
     @property
     def configured(self) -> bool:
         return bool(self.base_url and self.model)
+
+    @model_validator(mode="after")
+    def _thinking_fits_provider(self) -> "ModelConfig":
+        if self.thinking is not None:
+            if self.provider != "anthropic":
+                raise ValueError('thinking = { budget_tokens = N } is Anthropic\'s setting (provider = "anthropic"); '
+                                 'for an OpenAI-compatible reasoning model set reasoning_effort = "low", "medium" '
+                                 'or "high"')
+            if self.thinking.budget_tokens >= self.max_tokens:
+                raise ValueError(f"thinking.budget_tokens ({self.thinking.budget_tokens}) must be less than "
+                                 f"max_tokens ({self.max_tokens}): the thinking counts against the reply's tokens")
+        if self.reasoning_effort and self.provider == "anthropic":
+            raise ValueError('reasoning_effort is for OpenAI-compatible reasoning models; with provider = '
+                             '"anthropic" turn thinking on with thinking = { budget_tokens = N }')
+        return self
 
 
 class StoreConfig(Section):

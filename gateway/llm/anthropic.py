@@ -3,6 +3,11 @@
 `base_url` may be given with or without the version: "https://api.anthropic.com" and
 "https://api.anthropic.com/v1" both POST to "https://api.anthropic.com/v1/messages". The rule: when the
 base URL (trailing slashes ignored) ends in "/v1", "/messages" is appended; otherwise "/v1/messages".
+
+Extended thinking (`thinking_budget`): the reply's `thinking` and `redacted_thinking` blocks are kept
+verbatim, signatures and all (gateway/llm/extras.py), never shown, and sent back first in their assistant
+message, before its `tool_use` blocks, as the API requires while a tool loop runs. A reply that ends with
+`stop_reason: "refusal"` becomes a reply saying so (gateway/llm/refusal.py).
 """
 
 from __future__ import annotations
@@ -10,16 +15,27 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from gateway.llm.extras import extras_for, source_of
 from gateway.llm.http import HttpModelClient
+from gateway.llm.refusal import declined, without_refused
 from gateway.llm.retry import TransientError
-from gateway.llm.types import ChatMessage, ModelReply, ToolCall, ToolSchema, Usage
+from gateway.llm.types import ChatMessage, ModelReply, ProviderExtras, ToolCall, ToolSchema, Usage
 
 ANTHROPIC_VERSION = "2023-06-01"
 CACHE = {"type": "ephemeral"}
+_THINKING = ("thinking", "redacted_thinking")
+# Said for a refusal: the API gives no reason, only the stop reason (and the text cut off before it).
+REFUSED = "it stopped this reply (stop_reason \"refusal\"); the exchange is left out of the conversation from now on"
 
 
 class AnthropicClient(HttpModelClient):
-    """ModelClient for the Anthropic Messages API, whole or streamed (SSE events)."""
+    """ModelClient for the Anthropic Messages API, whole or streamed (SSE events). `thinking_budget`
+    (tokens, 0 for off) turns extended thinking on."""
+
+    def __init__(self, *args: Any, thinking_budget: int = 0, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.thinking_budget = thinking_budget
+        self.source = source_of("anthropic", self._where)
 
     def endpoint(self) -> str:
         if self.base_url.endswith("/v1"):
@@ -36,8 +52,10 @@ class AnthropicClient(HttpModelClient):
         body: dict[str, Any] = {
             "model": model,
             "max_tokens": self.max_tokens,
-            "messages": wire_messages(messages),
+            "messages": wire_messages(without_refused(messages), self.source),
         }
+        if self.thinking_budget:
+            body["thinking"] = {"type": "enabled", "budget_tokens": self.thinking_budget}
         system = system_blocks(messages)
         if system:
             body["system"] = system
@@ -51,38 +69,26 @@ class AnthropicClient(HttpModelClient):
         return {**body, "stream": True}
 
     def stream_reader(self, model: str) -> AnthropicStream:
-        return AnthropicStream(model)
+        return AnthropicStream(model, self.source)
 
     def read_reply(self, data: dict[str, Any], model: str) -> ModelReply:
-        texts: list[str] = []
-        calls: list[ToolCall] = []
-        for block in data["content"]:
-            if block["type"] == "text":
-                texts.append(block["text"])
-            elif block["type"] == "tool_use":
-                raw = block.get("input")
-                # The API sends an object; a string is passed through untouched, like OpenAI's raw
-                # arguments, so the runtime reports bad JSON to the model instead of us guessing.
-                arguments = raw if isinstance(raw, str) else json.dumps(raw if raw is not None else {})
-                calls.append(ToolCall(id=block["id"], name=block["name"], arguments=arguments))
-        usage = data.get("usage") or {}
-        return ModelReply(
-            text="".join(texts),
-            tool_calls=calls,
-            usage=read_usage(usage),
-            model=data.get("model") or model,
-        )
+        return _reply(data["content"], data.get("stop_reason"), read_usage(data.get("usage") or {}),
+                      data.get("model") or model, self.source)
 
 
 class AnthropicStream:
     """Messages API stream events: `message_start` (model, input usage), content blocks opened, grown by
-    text or partial-JSON deltas, and closed, `message_delta` (output usage), `message_stop` (the end)."""
+    text, thinking, signature or partial-JSON deltas, and closed, `message_delta` (stop reason, output
+    usage), `message_stop` (the end)."""
 
-    def __init__(self, model: str) -> None:
+    def __init__(self, model: str, source: str) -> None:
         self.model = model
+        self.source = source
         self.complete = False
-        self._blocks: dict[int, dict[str, str]] = {}
+        self._blocks: dict[int, dict[str, Any]] = {}
+        self._json: dict[int, str] = {}  # each tool_use block's input as it streams
         self._usage: dict[str, Any] = {}
+        self._stop: str | None = None
 
     def feed(self, event: str, data: str) -> str:
         payload = json.loads(data)
@@ -95,30 +101,57 @@ class AnthropicStream:
             self.model = message.get("model") or self.model
             self._usage.update(message.get("usage") or {})
         elif kind == "content_block_start":
-            block = payload["content_block"]
-            self._blocks[int(payload["index"])] = (
-                {"type": "tool_use", "id": block["id"], "name": block["name"], "json": ""}
-                if block["type"] == "tool_use" else {"type": block["type"], "text": block.get("text") or ""})
+            index, block = int(payload["index"]), dict(payload["content_block"])
+            self._blocks[index] = block
+            if block["type"] == "tool_use":
+                self._json[index] = ""
         elif kind == "content_block_delta":
-            block, delta = self._blocks[int(payload["index"])], payload["delta"]
+            index, delta = int(payload["index"]), payload["delta"]
+            block = self._blocks[index]
             if delta["type"] == "text_delta":
-                block["text"] += delta["text"]
+                block["text"] = block.get("text", "") + delta["text"]
                 return str(delta["text"])
             if delta["type"] == "input_json_delta":
-                block["json"] += delta["partial_json"]
+                self._json[index] += delta["partial_json"]
+            elif delta["type"] == "thinking_delta":
+                block["thinking"] = block.get("thinking", "") + delta["thinking"]
+            elif delta["type"] == "signature_delta":
+                block["signature"] = block.get("signature", "") + delta["signature"]
         elif kind == "message_delta":
+            self._stop = (payload.get("delta") or {}).get("stop_reason") or self._stop
             self._usage.update({k: v for k, v in (payload.get("usage") or {}).items() if v is not None})
         elif kind == "message_stop":
             self.complete = True
         return ""
 
     def reply(self) -> ModelReply:
-        blocks = [b for _, b in sorted(self._blocks.items())]
         # A tool's input streams as JSON text; passed on as text, so bad JSON reaches the model as an error.
-        calls = [ToolCall(id=b["id"], name=b["name"], arguments=b["json"] or "{}")
-                 for b in blocks if b["type"] == "tool_use"]
-        return ModelReply(text="".join(b["text"] for b in blocks if b["type"] == "text"), tool_calls=calls,
-                          usage=read_usage(self._usage), model=self.model)
+        blocks = [{**b, "input": self._json[i] or "{}"} if b["type"] == "tool_use" else b
+                  for i, b in sorted(self._blocks.items())]
+        return _reply(blocks, self._stop, read_usage(self._usage), self.model, self.source)
+
+
+def _reply(content: list[dict[str, Any]], stop_reason: str | None, usage: Usage, model: str,
+           source: str) -> ModelReply:
+    """The reply in a message's content blocks (a tool_use input as an object, or as JSON text)."""
+    if stop_reason == "refusal":
+        return ModelReply(text=declined(REFUSED), usage=usage, model=model, refused=True)
+    texts: list[str] = []
+    calls: list[ToolCall] = []
+    thinking: list[dict[str, Any]] = []
+    for block in content:
+        if block["type"] == "text":
+            texts.append(block["text"])
+        elif block["type"] == "tool_use":
+            raw = block.get("input")
+            # The API sends an object; a string is passed through untouched, like OpenAI's raw
+            # arguments, so the runtime reports bad JSON to the model instead of us guessing.
+            arguments = raw if isinstance(raw, str) else json.dumps(raw if raw is not None else {})
+            calls.append(ToolCall(id=block["id"], name=block["name"], arguments=arguments))
+        elif block["type"] in _THINKING:
+            thinking.append(block)
+    extras = ProviderExtras(source=source, blocks=thinking) if thinking else None
+    return ModelReply(text="".join(texts), tool_calls=calls, usage=usage, model=model, extras=extras)
 
 
 def system_blocks(messages: list[ChatMessage]) -> list[dict[str, Any]]:
@@ -143,16 +176,16 @@ def read_usage(usage: dict[str, Any]) -> Usage:
     return Usage(input_tokens=total_in, output_tokens=usage.get("output_tokens") or 0, cached_tokens=cached)
 
 
-def wire_messages(messages: list[ChatMessage]) -> list[dict[str, Any]]:
+def wire_messages(messages: list[ChatMessage], source: str = "") -> list[dict[str, Any]]:
     """The conversation as Messages API turns: system messages left out (they go to `system`), tool
     results as `tool_result` blocks of a user turn, and consecutive turns of one role merged, since the
     API requires user and assistant to alternate. Within a merged user turn the tool results come first,
-    as the API also requires."""
+    as the API also requires. Thinking blocks kept from `source` lead their assistant message."""
     turns: list[dict[str, Any]] = []
     for m in messages:
         if m.role == "system":
             continue
-        blocks = _blocks(m)
+        blocks = _blocks(m, source)
         if not blocks:  # an empty text block is rejected by the API; an empty turn carries nothing
             continue
         role = "assistant" if m.role == "assistant" else "user"
@@ -166,13 +199,15 @@ def wire_messages(messages: list[ChatMessage]) -> list[dict[str, Any]]:
     return turns
 
 
-def _blocks(m: ChatMessage) -> list[dict[str, Any]]:
+def _blocks(m: ChatMessage, source: str) -> list[dict[str, Any]]:
     if m.role == "tool":
         return [{"type": "tool_result", "tool_use_id": m.tool_call_id, "content": m.content}]
-    # Images before the text that refers to them, as Anthropic's vision guide recommends.
-    blocks: list[dict[str, Any]] = [
-        {"type": "image", "source": {"type": "base64", "media_type": i.mime_type, "data": i.data}}
-        for i in m.images]
+    extras = extras_for(m, source) if m.role == "assistant" else None
+    # Thinking first, verbatim (its signature covers it); images before the text that refers to them,
+    # as Anthropic's vision guide recommends.
+    blocks: list[dict[str, Any]] = list(extras.blocks) if extras is not None else []
+    blocks += [{"type": "image", "source": {"type": "base64", "media_type": i.mime_type, "data": i.data}}
+               for i in m.images]
     if m.content:
         blocks.append({"type": "text", "text": m.content})
     if m.role == "assistant":

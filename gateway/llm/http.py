@@ -27,6 +27,7 @@ import httpx
 
 from connectors.http1 import Http1Transport
 from gateway.limits import escape_surrogates, replace_surrogates
+from gateway.llm.errors import provider_words
 from gateway.llm.retry import RetryPolicy, TransientError, parse_retry_after, with_retries
 from gateway.llm.sse import sse_events, sse_lines
 from gateway.llm.types import ChatMessage, ModelCutOff, ModelReply, ModelUnavailable, TextSink, ToolSchema
@@ -255,9 +256,10 @@ class HttpModelClient(abc.ABC):
             except ValueError:
                 reason = ""
         text = f"HTTP {response.status_code} {reason}".rstrip()
-        message = _server_message(response)
+        # The provider's words, marked as theirs; a provider may echo the key or the URL it was called at.
+        message = provider_words(response.content, (self._api_key or "", self.base_url, self._where))
         if message and message.lower() != reason.lower():
-            text += ": " + self._redact(message)[:_MAX_SERVER_MESSAGE]
+            text += f'; the provider says: "{message}"'
         return text
 
     def _hint(self, status: int) -> str:
@@ -271,20 +273,6 @@ class HttpModelClient(abc.ABC):
     def _redact(self, text: str) -> str:
         """Servers sometimes echo the key they were given; it must not reach a chat or a log."""
         return text.replace(self._api_key, "***") if self._api_key else text
-
-
-def _server_message(response: httpx.Response) -> str:
-    """The error message both providers put under error.message, else the start of the body."""
-    try:
-        data = response.json()
-    except ValueError:
-        return response.text.strip()[:_MAX_SERVER_MESSAGE]
-    error = data.get("error") if isinstance(data, dict) else None
-    if isinstance(error, dict) and isinstance(error.get("message"), str):
-        return error["message"].strip()
-    if isinstance(error, str):
-        return error.strip()
-    return ""
 
 
 def _describe_transport_error(exc: BaseException) -> str:

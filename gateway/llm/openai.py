@@ -3,6 +3,13 @@ vLLM, llama.cpp, Ollama, OpenRouter, LiteLLM...).
 
 `base_url` includes the API version, as those servers document it: "https://api.openai.com/v1",
 "http://localhost:11434/v1". The client POSTs to `{base_url}/chat/completions`.
+
+What these servers return beside the documented fields and require back is kept (gateway/llm/extras.py)
+and replayed to the same server: DeepSeek's `reasoning_content` on the assistant messages of a turn that
+called tools (its thinking mode answers 400 without it), Gemini's `extra_content` (thought signatures) on
+the message and on each tool call. Reasoning is never shown: `reasoning_content` and OpenRouter's and
+Ollama's `reasoning` are not text, and a leading `<think>` block in the content is taken out
+(gateway/llm/think.py). A refusal (`refusal`) becomes a reply saying so (gateway/llm/refusal.py).
 """
 
 from __future__ import annotations
@@ -12,15 +19,23 @@ import uuid
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+from gateway.llm.extras import extras_for, source_of
 from gateway.llm.http import HttpModelClient
+from gateway.llm.refusal import declined, without_refused
 from gateway.llm.retry import TransientError
-from gateway.llm.types import ChatMessage, ModelReply, ToolCall, ToolSchema, Usage
+from gateway.llm.think import ONLY_THINKING, ThinkFilter, strip_think
+from gateway.llm.types import ChatMessage, ModelReply, ProviderExtras, TextSink, ToolCall, ToolSchema, Usage
 from gateway.llm.wire import encode
 
 TokensField = Literal["max_tokens", "max_completion_tokens"]
 # OpenAI's reasoning models (and every newer one) reject `max_tokens` with a 400 naming
 # `max_completion_tokens`; the older name is what vLLM, llama.cpp and Ollama understand.
 _COMPLETION_TOKENS_PREFIXES = ("gpt-5", "o1", "o3", "o4")
+ReasoningEffort = Literal["", "low", "medium", "high"]
+# Opaque fields of an assistant message a server wants back (DeepSeek's reasoning, Gemini's signatures),
+# and those of a tool call besides the documented ones.
+_MESSAGE_EXTRAS = ("reasoning_content", "extra_content")
+_CALL_FIELDS = frozenset({"id", "type", "function", "index"})
 
 
 def tokens_field(base_url: str, model: str, override: TokensField | None = None) -> TokensField:
@@ -39,11 +54,21 @@ class OpenAIClient(HttpModelClient):
     """ModelClient for an OpenAI-compatible chat-completions endpoint, whole or streamed (SSE).
 
     `max_tokens_field` forces the name of the reply-length field; None chooses it per model
-    (`tokens_field`), so a fallback model of another family gets its own."""
+    (`tokens_field`), so a fallback model of another family gets its own. `reasoning_effort` asks a
+    reasoning model for that much thinking, in the field its server documents (`reasoning_effort`;
+    OpenRouter's `reasoning.effort`)."""
 
-    def __init__(self, *args: Any, max_tokens_field: TokensField | None = None, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, max_tokens_field: TokensField | None = None,
+                 reasoning_effort: ReasoningEffort = "", **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.max_tokens_field = max_tokens_field
+        self.reasoning_effort = reasoning_effort
+        self.source = source_of("openai", self._where)
+
+    async def complete(self, messages: list[ChatMessage], tools: list[ToolSchema],
+                       on_text: TextSink | None = None) -> ModelReply:
+        reply = await super().complete(messages, tools, on_text)
+        return _keep_reasoning(reply, messages)
 
     def endpoint(self) -> str:
         return f"{self.base_url}/chat/completions"
@@ -53,12 +78,13 @@ class OpenAIClient(HttpModelClient):
         return {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
 
     def request_body(self, messages: list[ChatMessage], tools: list[ToolSchema], model: str) -> dict[str, Any]:
-        return self._body(model, [_wire_message(m) for m in messages], _wire_tools(tools) if tools else None)
+        return self._body(model, [self._wire_message(m) for m in without_refused(messages)],
+                          _wire_tools(tools) if tools else None)
 
     def encoded_body(self, messages: list[ChatMessage], tools: list[ToolSchema], model: str, *,
                      stream: bool) -> bytes:
         # request_body's fields in its order, with the messages and tools encoded through the cache
-        body = self._body(model, self._wire.messages(messages, _wire_message),
+        body = self._body(model, self._wire.messages(without_refused(messages), self._wire_message),
                           self._wire.tools(tools, _wire_tools) if tools else None)
         return encode(self.stream_body(body) if stream else body)
 
@@ -71,6 +97,11 @@ class OpenAIClient(HttpModelClient):
         }
         if tools is not None:
             body["tools"] = tools
+        if self.reasoning_effort:
+            if urlsplit(self.base_url).hostname == "openrouter.ai":
+                body["reasoning"] = {"effort": self.reasoning_effort}
+            else:
+                body["reasoning_effort"] = self.reasoning_effort
         return body
 
     def stream_body(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -78,35 +109,56 @@ class OpenAIClient(HttpModelClient):
         return {**body, "stream": True, "stream_options": {"include_usage": True}}
 
     def stream_reader(self, model: str) -> OpenAIStream:
-        return OpenAIStream(model)
+        return OpenAIStream(model, self.source)
 
     def read_reply(self, data: dict[str, Any], model: str) -> ModelReply:
         message = data["choices"][0]["message"]
-        calls = [_read_call(c) for c in message.get("tool_calls") or []]
-        usage = data.get("usage") or {}
-        return ModelReply(
-            text=message.get("content") or "",
-            tool_calls=calls,
-            usage=read_usage(usage),
-            model=data.get("model") or model,
-        )
+        usage = read_usage(data.get("usage") or {})
+        model = data.get("model") or model
+        if isinstance(message.get("refusal"), str) and message["refusal"]:
+            return ModelReply(text=declined(message["refusal"]), usage=usage, model=model, refused=True)
+        raw_calls = message.get("tool_calls") or []
+        calls = [_read_call(c) for c in raw_calls]
+        extras = _extras(self.source, {k: message[k] for k in _MESSAGE_EXTRAS if message.get(k) is not None},
+                         {call.id: _call_extras(raw) for call, raw in zip(calls, raw_calls, strict=True)})
+        content = message.get("content") or ""
+        text = strip_think(content)
+        return ModelReply(text=ONLY_THINKING if content and not text and not calls else text, tool_calls=calls,
+                          usage=usage, model=model, extras=extras)
+
+    def _wire_message(self, m: ChatMessage) -> dict[str, Any]:
+        wire = _wire_message(m)
+        extras = extras_for(m, self.source) if m.role == "assistant" else None
+        if extras is not None:
+            wire.update(extras.message)
+            for call in wire.get("tool_calls") or ():
+                call.update(extras.calls.get(call["id"], {}))
+        return wire
 
 
 class OpenAIStream:
     """Chunks of a streamed chat completion: text deltas, tool calls in pieces keyed by their index
-    (id and name in the first piece, the arguments spread over the rest), the usage in the last chunk."""
+    (id and name in the first piece, the arguments spread over the rest), the usage in the last chunk.
 
-    def __init__(self, model: str) -> None:
+    Gemini streams each tool call whole in one chunk without an `index`: a piece without one continues
+    the call being built unless it brings a different `id`, which starts a new call."""
+
+    def __init__(self, model: str, source: str) -> None:
         self.model = model
+        self.source = source
         self.complete = False
         self._text: list[str] = []
-        self._calls: dict[int, dict[str, str]] = {}
+        self._calls: dict[int, dict[str, Any]] = {}
+        self._last: int | None = None  # the key of the call last added to
         self._usage: dict[str, Any] = {}
+        self._message: dict[str, Any] = {}  # the message's opaque fields (reasoning_content, extra_content)
+        self._refusal: list[str] = []
+        self._think = ThinkFilter()
 
     def feed(self, event: str, data: str) -> str:
         if data.strip() == "[DONE]":
             self.complete = True
-            return ""
+            return self._shown(self._think.end())
         chunk = json.loads(data)
         error = chunk.get("error")
         if error:  # some servers report a failure mid-stream as a chunk
@@ -118,22 +170,76 @@ class OpenAIStream:
         for choice in chunk.get("choices") or []:
             delta = choice.get("delta") or {}
             for piece in delta.get("tool_calls") or []:
-                call = self._calls.setdefault(int(piece.get("index") or 0), {"id": "", "name": "", "arguments": ""})
-                function = piece.get("function") or {}
-                call["id"] = piece.get("id") or call["id"]
-                call["name"] = function.get("name") or call["name"]
-                call["arguments"] += function.get("arguments") or ""
-            text += delta.get("content") or ""
+                self._add_call(piece)
+            if isinstance(delta.get("reasoning_content"), str):
+                self._message["reasoning_content"] = self._message.get("reasoning_content", "") + \
+                    delta["reasoning_content"]
+            if delta.get("extra_content") is not None:
+                self._message["extra_content"] = delta["extra_content"]
+            if isinstance(delta.get("refusal"), str):
+                self._refusal.append(delta["refusal"])
+            text += self._think.feed(delta.get("content") or "")
             if choice.get("finish_reason"):
                 # Servers that omit [DONE] still end every choice with a finish reason.
                 self.complete = True
+        if self.complete:
+            text += self._think.end()
+        return self._shown(text)
+
+    def _shown(self, text: str) -> str:
         self._text.append(text)
-        return text
+        return "" if self._refusal else text
+
+    def _add_call(self, piece: dict[str, Any]) -> None:
+        if "index" in piece:
+            key = int(piece["index"] or 0)
+        elif self._last is None or (piece.get("id") and piece["id"] != self._calls[self._last]["id"]):
+            key = max(self._calls, default=-1) + 1
+        else:
+            key = self._last
+        self._last = key
+        call = self._calls.setdefault(key, {"id": "", "name": "", "arguments": "", "extras": {}})
+        function = piece.get("function") or {}
+        call["id"] = piece.get("id") or call["id"]
+        call["name"] = function.get("name") or call["name"]
+        call["arguments"] += function.get("arguments") or ""
+        call["extras"].update(_call_extras(piece))
 
     def reply(self) -> ModelReply:
-        calls = [_read_call({"id": c["id"], "function": {"name": c["name"], "arguments": c["arguments"] or "{}"}})
-                 for _, c in sorted(self._calls.items())]
-        return ModelReply(text="".join(self._text), tool_calls=calls, usage=read_usage(self._usage), model=self.model)
+        usage = read_usage(self._usage)
+        if self._refusal:
+            return ModelReply(text=declined("".join(self._refusal)), usage=usage, model=self.model, refused=True)
+        built = [(_read_call({"id": c["id"], "function": {"name": c["name"], "arguments": c["arguments"] or "{}"}}),
+                  c["extras"]) for _, c in sorted(self._calls.items())]
+        calls = [call for call, _ in built]
+        text = "".join(self._text)
+        if self._think.thinking and not text.strip() and not calls:
+            text = ONLY_THINKING
+        return ModelReply(text=text, tool_calls=calls, usage=usage, model=self.model,
+                          extras=_extras(self.source, self._message, {call.id: e for call, e in built}))
+
+
+def _call_extras(call: dict[str, Any]) -> dict[str, Any]:
+    """A tool call's fields besides the documented ones (Gemini's `extra_content`), verbatim."""
+    return {k: v for k, v in call.items() if k not in _CALL_FIELDS and v is not None}
+
+
+def _extras(source: str, message: dict[str, Any], calls: dict[str, dict[str, Any]]) -> ProviderExtras | None:
+    calls = {k: v for k, v in calls.items() if v}
+    return ProviderExtras(source=source, message=message, calls=calls) if message or calls else None
+
+
+def _keep_reasoning(reply: ModelReply, messages: list[ChatMessage]) -> ModelReply:
+    """DeepSeek wants `reasoning_content` back on the assistant messages of a turn that called tools, and
+    ignores it elsewhere: it is kept for the calls and for the answer that follows them, not otherwise."""
+    extras = reply.extras
+    if extras is None or "reasoning_content" not in extras.message:
+        return reply
+    if reply.tool_calls or (messages and messages[-1].role == "tool"):
+        return reply
+    message = {k: v for k, v in extras.message.items() if k != "reasoning_content"}
+    kept = _extras(extras.source, message, extras.calls)
+    return reply.model_copy(update={"extras": kept})
 
 
 def _wire_tools(tools: list[ToolSchema]) -> list[dict[str, Any]]:

@@ -17,6 +17,21 @@ class ImagePart(BaseModel):
     data: str  # base64
 
 
+class ProviderExtras(BaseModel):
+    """What a provider returned with an assistant message for it to get back, kept verbatim and opaque:
+    Anthropic's thinking and redacted_thinking blocks (with their signatures), and on the OpenAI wire
+    the message's own extra fields (DeepSeek's `reasoning_content`, Gemini's `extra_content`) and each
+    tool call's (Gemini's `extra_content.google.thought_signature`). `source` names the provider they
+    came from (gateway/llm/extras.py): they are sent back to it alone, never to another one."""
+
+    model_config = ConfigDict(frozen=True)
+
+    source: str
+    blocks: list[dict[str, Any]] = Field(default_factory=list)  # Anthropic, in their order
+    message: dict[str, Any] = Field(default_factory=dict)  # OpenAI wire: fields of the message
+    calls: dict[str, dict[str, Any]] = Field(default_factory=dict)  # OpenAI wire: fields of each call, by id
+
+
 class ChatMessage(BaseModel):
     """One message of the conversation as the model sees it. Frozen: a client keeps the encoding of the
     messages it sent by their identity (gateway/llm/wire.py), so a message must not change once made
@@ -33,6 +48,18 @@ class ChatMessage(BaseModel):
     # system only: the first `stable_chars` characters are the same from turn to turn (the rest, e.g. the
     # current time, is not), so a provider with explicit prompt caching may put a breakpoint there.
     stable_chars: int = 0
+    extras: ProviderExtras | None = None  # assistant only
+    # assistant only: the model declined this exchange; it and the message that asked for it are left out
+    # of later requests (gateway/llm/refusal.py), since a refused turn kept in view is refused again.
+    refused: bool = False
+
+
+def stored_fields(meta: dict[str, Any]) -> dict[str, Any]:
+    """The ChatMessage fields `ModelReply.stored` kept in an assistant row's meta."""
+    if "provider_extras" not in meta and "refused" not in meta:  # most rows: nothing to build
+        return {}
+    extras = meta.get("provider_extras")
+    return {"extras": ProviderExtras(**extras) if extras else None, "refused": bool(meta.get("refused"))}
 
 
 class ToolSchema(BaseModel):
@@ -55,6 +82,18 @@ class ModelReply(BaseModel):
     tool_calls: list[ToolCall] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
     model: str = ""
+    extras: ProviderExtras | None = None
+    refused: bool = False  # `text` says so in words
+
+    def stored(self) -> dict[str, Any]:
+        """What the assistant message's stored `meta` keeps of this reply besides usage and model (read
+        back by `stored_fields`)."""
+        kept: dict[str, Any] = {}
+        if self.extras is not None:
+            kept["provider_extras"] = self.extras.model_dump(exclude_defaults=True)
+        if self.refused:
+            kept["refused"] = True
+        return kept
 
 
 class ModelUnavailable(Exception):
@@ -87,5 +126,5 @@ class ModelClient(Protocol):
     async def aclose(self) -> None: ...
 
 
-__all__ = ["ChatMessage", "ImagePart", "ModelClient", "ModelCutOff", "ModelReply", "ModelUnavailable", "TextSink",
-           "ToolCall", "ToolSchema", "Usage"]
+__all__ = ["ChatMessage", "ImagePart", "ModelClient", "ModelCutOff", "ModelReply", "ModelUnavailable",
+           "ProviderExtras", "TextSink", "ToolCall", "ToolSchema", "Usage", "stored_fields"]

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from gateway.llm.types import ChatMessage, ImagePart
+from gateway.llm.types import ChatMessage, ImagePart, stored_fields
 from store.messages import Messages, messages_after, messages_within, newest_summary
 from store.records import MessageRecord
 from store.tables import Database
@@ -44,7 +44,7 @@ def to_chat(msg: MessageRecord) -> ChatMessage:
     if msg.role == "tool":
         return ChatMessage(role="tool", content=msg.content, tool_call_id=msg.tool_call_id, name=msg.tool_name)
     if msg.role == "assistant":
-        return ChatMessage(role="assistant", content=msg.content, tool_calls=msg.tool_calls)
+        return ChatMessage(role="assistant", content=msg.content, tool_calls=msg.tool_calls, **stored_fields(msg.meta))
     return ChatMessage(role="user", content=msg.content, images=_images(msg))
 
 

@@ -367,7 +367,7 @@ class Runtime:
             assistant = MessageRecord(session_id=session.id, epoch=session.epoch, turn_id=ctx.turn_id,
                                       role="assistant", content=reply.text, tool_calls=reply.tool_calls,
                                       user_key=session.user_key,
-                                      meta={"usage": reply.usage.model_dump(), "model": reply.model})
+                                      meta={"usage": reply.usage.model_dump(), "model": reply.model, **reply.stored()})
             convo.append(to_chat(assistant))
             if not reply.tool_calls:
                 due.messages.append(assistant)

@@ -2,8 +2,8 @@
 Anthropic Messages API). The server itself, its scripting API and the fixtures are in
 tests/fixtures/model.py, which re-exports the step builders defined here.
 
-A *step* is one scripted response: an `Answer` (text and/or tool calls), a `Status` (an HTTP error), or
-a `Hang` (no answer within any sensible client timeout).
+A *step* is one scripted response: an `Answer` (text and/or tool calls), a `Status` (an HTTP error), a
+`Hang` (no answer within any sensible client timeout), or a `Raw` provider-shaped response.
 """
 
 from __future__ import annotations
@@ -50,12 +50,12 @@ class Answer:
 
 @dataclass(frozen=True)
 class Status:
-    """An HTTP error response. `body` None means the provider's usual error JSON for `code`; a dict is
-    sent as JSON, a str as plain text."""
+    """An HTTP error response. `body` None means the provider's usual error JSON for `code`; a dict or a
+    list is sent as JSON, a str as plain text."""
 
     code: int
     headers: Mapping[str, str] = field(default_factory=dict)
-    body: dict[str, Any] | str | None = None
+    body: dict[str, Any] | list[Any] | str | None = None
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,18 @@ class Hang:
     seconds: float
 
 
-Step = Answer | Status | Hang
+@dataclass(frozen=True)
+class Raw:
+    """A response exactly as a provider documents it (tests/support/provider_rules.py builds them):
+    `body` answers a request that does not stream; `events` a streamed one, each an SSE event as
+    (event name or None, data: a JSON value or a string sent as it is), or bytes sent as they are
+    (a comment line, say)."""
+
+    body: Any
+    events: tuple[tuple[str | None, Any] | bytes, ...] = ()
+
+
+Step = Answer | Status | Hang | Raw
 
 
 def reply(text: str, *, usage: tuple[int, ...] | None = None) -> Answer:
