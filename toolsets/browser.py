@@ -82,22 +82,27 @@ def _page(ctx: ToolContext, state: PageState, body: str, notes: list[str] | None
     """The page's content inside its untrusted block, our own notes outside it."""
     inner = f"Title: {state.title}\nURL: {state.url}\n\n{body}"
     if state.refused:
-        refused = "\n".join(f"- {r.url}: {r.reason}" for r in state.refused[:10])
+        refused = "\n".join(f"- {r.describe()}" for r in state.refused[:10])
         inner += "\n\nRefused requests of this page:\n" + refused
     notes = list(notes or [])
-    if state.refused:
-        notes.append(f"{len(state.refused)} request(s) of this page were refused by the network guard")
+    if sent := [r for r in state.refused if r.sent]:
+        notes.append(f"this page tried to send something {len(sent)} time(s) while being read (e.g. "
+                     f"{sent[0].describe()}); a read sends nothing, only an approved click, type or press may")
+    if guarded := len(state.refused) - len(sent):
+        notes.append(f"{guarded} request(s) of this page were refused by the network guard")
     block = ctx.external(f"browser:{state.url}", inner)
     return block + (f"\n[{'; '.join(notes)}]" if notes else "")
 
 
 async def _view(ctx: ToolContext, state: PageState | None = None) -> str:
-    """The page's snapshot now, with what `state` (the navigation that led here) saw refused."""
+    """The page's snapshot now, with what was refused since the page began loading (the status of the
+    navigation `state` that led here)."""
     from connectors.browser import PageState
 
     now, snap = await _call(_browser(ctx).snapshot(ctx.user_key))
     if state is not None:
-        now = PageState(url=now.url, title=now.title, status=state.status, refused=state.refused)
+        now = PageState(url=now.url, title=now.title, status=state.status,
+                        refused=now.refused + [r for r in state.refused if r not in now.refused])
     notes = [f"snapshot cut at {len(snap.text)} of {snap.chars_total} characters"] if snap.truncated else []
     return _page(ctx, now, snap.text or "(the page shows nothing)", notes)
 

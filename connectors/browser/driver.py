@@ -28,6 +28,7 @@ from typing import Any
 
 from connectors.browser.navigations import Navigations
 from connectors.browser.proxy import GuardProxy, Refusal
+from connectors.browser.reads import SendGate, install
 from connectors.browser.snapshot import Element, Snapshot, parse
 from connectors.web.guard import BlockedURL, Guard
 
@@ -90,7 +91,9 @@ class _Owner:
     proxy: GuardProxy
     state_path: Path
     navigations: Navigations
+    gate: SendGate
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    page_since: float = 0.0  # time.monotonic() when the page now open began loading
 
 
 class Browser:
@@ -141,15 +144,17 @@ class Browser:
             if key in self._owners:
                 return self._owners[key]
             state_path = self.settings.profiles / _dirname(key) / "state.json"
-            proxy = GuardProxy(self.guard, connect_timeout_s=self.settings.timeout_s)
+            gate = SendGate()
+            proxy = GuardProxy(self.guard, gate.refuses, connect_timeout_s=self.settings.timeout_s)
             await proxy.start()
             state = await asyncio.to_thread(_read_state, state_path)
             context = await self._browser.new_context(
                 proxy={"server": proxy.url}, accept_downloads=False, service_workers="block", storage_state=state,
                 viewport={"width": 1280, "height": 900})
             context.set_default_timeout(self.settings.timeout_s * 1000)
+            await install(context, gate, proxy.record)
             page = await context.new_page()
-            owner = self._owners[key] = _Owner(context, page, proxy, state_path, Navigations(page))
+            owner = self._owners[key] = _Owner(context, page, proxy, state_path, Navigations(page), gate)
             return owner
 
     async def _discard(self, key: str) -> None:
@@ -239,7 +244,7 @@ class Browser:
             raise BrowserError(f"{url}: refused: {exc}") from None
 
         async def go(owner: _Owner) -> PageState:
-            since = time.monotonic()
+            since = owner.page_since = time.monotonic()
             try:
                 response = await owner.page.goto(url, wait_until="load")
             except self._Error as exc:
@@ -248,7 +253,7 @@ class Browser:
                     raise BrowserError(f"{url}: refused: {refused[0].reason}") from None
                 raise BrowserError(f"{url}: did not load: {_first_line(exc)}") from None
             state = await _state(owner, since, response)
-            refused_page = next((r for r in state.refused if r.url == state.url), None)
+            refused_page = next((r for r in state.refused if r.url == state.url and not r.sent), None)
             if refused_page is not None:
                 raise BrowserError(f"{url}: refused at {refused_page.url}: {refused_page.reason}")
             log.info("browser_navigate status=%s refused=%d", state.status, len(state.refused))
@@ -261,7 +266,8 @@ class Browser:
 
         async def take(owner: _Owner) -> tuple[PageState, Snapshot]:
             raw = await owner.page.aria_snapshot(mode="ai")
-            return await _state(owner, None, None), parse(raw, self.settings.snapshot_chars)
+            # What the page was refused since it began loading: a page acts on its own time, after load too.
+            return await _state(owner, owner.page_since, None), parse(raw, self.settings.snapshot_chars)
 
         return await self._run(key, take, open_=False)
 
@@ -295,7 +301,7 @@ class Browser:
 
     async def back(self, key: str) -> PageState:
         async def go_back(owner: _Owner) -> PageState:
-            since = time.monotonic()
+            since = owner.page_since = time.monotonic()
             response = await owner.page.go_back(wait_until="load")
             return await _state(owner, since, response)
 
@@ -313,24 +319,27 @@ class Browser:
             page = owner.page
             if page.url != url:
                 raise StaleTarget(f"the page is now {page.url}, not {url} where this was asked; nothing was done")
-            since = time.monotonic()
+            since = owner.page_since = time.monotonic()
             if element is not None:
                 current = await _element(owner, element.ref)
                 if (current.role, current.name) != (element.role, element.name):
                     raise StaleTarget(f"{element.ref} is now {current.describe()}, not {element.describe()}; "
                                       "nothing was done")
-                target = page.locator(f"aria-ref={element.ref}")
-                if action == "click":
-                    await target.click()
+            with owner.gate.opened():  # the action may send what it causes, until its navigations settled
+                if element is not None:
+                    target = page.locator(f"aria-ref={element.ref}")
+                    if action == "click":
+                        await target.click()
+                    else:
+                        await target.fill(text)
+                        if submit:
+                            await target.press("Enter")
                 else:
-                    await target.fill(text)
-                    if submit:
-                        await target.press("Enter")
-            else:
-                await page.keyboard.press(text)
-            with contextlib.suppress(self._Error):  # a click that starts no navigation is just done
-                await page.wait_for_load_state("load", timeout=self.settings.timeout_s * 1000)
-            await owner.navigations.settle(since, self.settings.timeout_s)
+                    await page.keyboard.press(text)
+                with contextlib.suppress(self._Error):  # a click that starts no navigation is just done
+                    await page.wait_for_load_state("load", timeout=self.settings.timeout_s * 1000)
+                await owner.navigations.settle(since, self.settings.timeout_s)
+                await owner.gate.quiet(self.settings.timeout_s)
             log.info("browser_act action=%s submit=%s", action, submit)
             return await _state(owner, since, None)
 
