@@ -188,9 +188,13 @@ class SlackSurface(Surface):
                  request.headers.get("x-slack-retry-num", ["0"])[0], accepted)
 
     async def _on_command(self, ack: AsyncAck, body: dict[str, Any]) -> None:
-        """`/anyy …`: acknowledged at once (Slack allows 3 s), answered in the channel like a message."""
-        await ack()
+        """`/anyy …`: acknowledged at once (Slack allows 3 s), answered like a message in a DM; typed in a
+        channel, answered in the DM instead, which the acknowledgement (shown to that person only) says."""
         found = command_inbound(body)
+        if found is None or found[0].chat_id == body.get("channel_id"):
+            await ack()
+        else:
+            await ack(text="I answer `/anyy` in our direct messages, not in the channel.")
         if found is None:
             return
         assert self._gateway is not None
