@@ -25,6 +25,7 @@ from urllib.parse import urljoin, urlsplit
 
 import httpx
 
+from connectors.bodies import read_at_most
 from connectors.web.fetch import FetchError, WebFetcher
 
 log = logging.getLogger(__name__)
@@ -81,10 +82,10 @@ class ImageGenerator:
         try:
             async with self._client.stream("POST", f"{self.url}/images/generations", json=body) as response:
                 if response.status_code >= 400:
-                    error, _ = await _read_at_most(response, _ERROR_BYTES)
+                    error, _ = await read_at_most(response, _ERROR_BYTES)
                     raise ImageGenError(f"the image provider answered HTTP {response.status_code}: "
                                         f"{_error_text(error, response.reason_phrase)}", remote=True)
-                raw, whole = await _read_at_most(response, cap)
+                raw, whole = await read_at_most(response, cap)
         except httpx.HTTPError as exc:
             raise ImageGenError(f"the image provider at {self.url} cannot be reached ({type(exc).__name__})") from None
         if not whole:
@@ -123,7 +124,7 @@ class ImageGenerator:
                 async with self._client.stream("GET", url) as response:
                     if response.status_code >= 400:  # the URL is the provider's words
                         raise ImageGenError(f"the image at {url} answered HTTP {response.status_code}", remote=True)
-                    data, whole = await _read_at_most(response, self.max_bytes)
+                    data, whole = await read_at_most(response, self.max_bytes)
                     if not whole:
                         raise ImageGenError(f"the image is larger than {self.max_bytes} bytes")
                     return data
@@ -154,17 +155,6 @@ def _identify(data: bytes) -> tuple[str, int, int]:
     if fmt not in FORMATS:
         raise ImageGenError(f"the provider sent a {fmt} image; only PNG, JPEG and WebP are accepted")
     return FORMATS[fmt], size[0], size[1]
-
-
-async def _read_at_most(response: httpx.Response, limit: int) -> tuple[bytes, bool]:
-    """The body as it arrives, stopping past `limit` bytes: (what was read, up to `limit`; whether that is
-    the whole body)."""
-    buf = bytearray()
-    async for chunk in response.aiter_bytes():
-        buf += chunk
-        if len(buf) > limit:
-            return bytes(buf[:limit]), False
-    return bytes(buf), True
 
 
 def _error_text(body: bytes, reason: str) -> str:

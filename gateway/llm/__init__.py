@@ -19,9 +19,10 @@ def make_client(cfg: ModelConfig, api_key: str | None, *, backoff_base_s: float 
         raise ConfigError("no model configured: set [model] base_url and model in the config file")
     args = (cfg.base_url, api_key, cfg.model, cfg.timeout_s, cfg.max_retries, cfg.max_tokens, cfg.fallback_model)
     if cfg.provider == "anthropic":
-        return AnthropicClient(*args, api_key_env=cfg.api_key_env, backoff_base_s=backoff_base_s)
+        return AnthropicClient(*args, api_key_env=cfg.api_key_env, backoff_base_s=backoff_base_s,
+                               stream_max_s=cfg.stream_max_s)
     return OpenAIClient(*args, api_key_env=cfg.api_key_env, backoff_base_s=backoff_base_s,
-                        max_tokens_field=cfg.max_tokens_field or None)
+                        stream_max_s=cfg.stream_max_s, max_tokens_field=cfg.max_tokens_field or None)
 
 
 __all__ = [
