@@ -45,23 +45,18 @@ async def sse_lines(chunks: AsyncIterable[bytes], max_chars: int = MAX_EVENT_CHA
         after_cr = text.endswith("\r")
         # Both providers end lines with LF alone: a plain split is twice as fast as the expression.
         parts = _LINE_END.split(text) if "\r" in text else text.split("\n")
-        if len(parts) == 1:
-            open_chars += len(text)
-            if open_chars > max_chars:
-                raise EventTooLarge(_too_long("a line", max_chars))
-            open_line.append(text)
+        rest = parts.pop()  # what follows the last line end: the start of a line not ended yet
+        if open_chars + len(text) > max_chars:  # only then can a line be over the bound
+            _check(parts, rest, open_chars, max_chars)
+        if not parts:
+            open_line.append(rest)
+            open_chars += len(rest)
             continue
-        first, *middle, rest = parts
-        if open_chars + len(first) > max_chars:
-            raise EventTooLarge(_too_long("a line", max_chars))
-        yield "".join(open_line) + first if open_line else first
-        for line in middle:
-            if len(line) > max_chars:
-                raise EventTooLarge(_too_long("a line", max_chars))
+        if open_line:
+            parts[0] = "".join(open_line) + parts[0]
+        for line in parts:
             yield line
         open_line, open_chars = ([rest], len(rest)) if rest else ([], 0)
-        if open_chars > max_chars:
-            raise EventTooLarge(_too_long("a line", max_chars))
     last = "".join(open_line) + decoder.decode(b"", final=True)
     if last:
         yield last
@@ -92,6 +87,14 @@ async def sse_events(lines: AsyncIterable[str], max_chars: int = MAX_EVENT_CHARS
                 data.append(value)
     if data:  # a last event without its blank line: still read, the reader decides if the reply is complete
         yield event or "message", "\n".join(data)
+
+
+def _check(ended: list[str], rest: str, open_chars: int, max_chars: int) -> None:
+    """Raise EventTooLarge when a line of a piece (`ended` lines, then `rest`), the first continuing the
+    `open_chars` already kept, is longer than `max_chars`."""
+    first = open_chars + len(ended[0] if ended else rest)
+    if max(first, len(rest), *(len(line) for line in ended[1:])) > max_chars:
+        raise EventTooLarge(_too_long("a line", max_chars))
 
 
 def _too_long(what: str, max_chars: int) -> str:
