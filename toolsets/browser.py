@@ -202,6 +202,10 @@ async def _payload(ctx: ToolContext, action: str, ref: str | None, text: str = "
         if action == "type" and element.role not in TYPABLE:
             raise ToolError(f"{element.ref} is a {element.role}, not a text field; type into a textbox")
         payload |= {"ref": element.ref, "role": element.role, "name": element.name}
+        # The form it submits, hidden fields and target included: shown to the owner, and bound.
+        form = await _call(browser.form(ctx.user_key, element.ref, submit)) if action == "click" or submit else None
+        if form is not None:
+            payload["form"] = form.to_json()
     return payload
 
 
@@ -214,7 +218,12 @@ def _describe(payload: dict[str, Any]) -> str:
                                                                   if payload["submit"] else " (nothing is submitted)")
     else:
         what = f"Press the key {payload['text']}"
-    return f"🌐 {what}\non the page {payload['url']}"
+    sends = ""
+    if "form" in payload:
+        from connectors.browser import Form
+
+        sends = f"\nThis {Form.from_json(payload['form']).describe()}"
+    return f"🌐 {what}\non the page {payload['url']}{sends}"
 
 
 async def _preview(ctx: ToolContext, payload: dict[str, Any]) -> Preview:
@@ -223,14 +232,18 @@ async def _preview(ctx: ToolContext, payload: dict[str, Any]) -> Preview:
 
 async def _act(ctx: ToolContext, payload: dict[str, Any]) -> str:
     """Run the stored action on the page it was asked for, or refuse having done nothing."""
-    from connectors.browser import Element
+    from connectors.browser import Element, Form
 
     element = Element(payload["ref"], payload["role"], payload["name"]) if "ref" in payload else None
+    form = Form.from_json(payload["form"]) if "form" in payload else None
     state = await _call(_browser(ctx).act(ctx.user_key, payload["url"], payload["action"], element,
-                                          text=payload["text"], submit=payload["submit"]))
+                                          text=payload["text"], submit=payload["submit"], form=form))
     done = _describe(payload).removeprefix("🌐 ").split("\n")[0]
     moved = f" The page is now {state.url}." if state.url != payload["url"] else ""
-    refused = f" {len(state.refused)} request(s) were refused by the network guard." if state.refused else ""
+    blocked = [r for r in state.refused if r.sent]
+    guarded = len(state.refused) - len(blocked)
+    refused = f" {guarded} request(s) were refused by the network guard." if guarded else ""
+    refused += "".join(f" Blocked: {r.describe().removesuffix(': blocked')} ({r.reason})." for r in blocked[:3])
     if state.downloads_refused:
         refused += " The page tried to download a file; downloads are refused."
     return f"Done: {done}.{moved}{refused} Call browser_snapshot to read the page."

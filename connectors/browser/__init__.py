@@ -13,6 +13,7 @@ from connectors.browser.driver import (
     StaleTarget,
     find_executable,
 )
+from connectors.browser.forms import Form
 from connectors.browser.proxy import GuardProxy, Refusal
 from connectors.browser.snapshot import ACTIONABLE, TYPABLE, Element, Snapshot
 
@@ -23,6 +24,7 @@ __all__ = [
     "BrowserError",
     "BrowserSettings",
     "Element",
+    "Form",
     "GuardProxy",
     "PageState",
     "Refusal",

@@ -15,9 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import json
 import logging
-import os
 import re
 import shutil
 import time
@@ -26,7 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from connectors.browser.forms import FORM_OF, Form
 from connectors.browser.navigations import Navigations
+from connectors.browser.profiles import read_state, write_state
 from connectors.browser.proxy import GuardProxy, Refusal
 from connectors.browser.reads import SendGate, install
 from connectors.browser.snapshot import Element, Snapshot, parse
@@ -147,7 +147,7 @@ class Browser:
             gate = SendGate()
             proxy = GuardProxy(self.guard, gate.refuses, connect_timeout_s=self.settings.timeout_s)
             await proxy.start()
-            state = await asyncio.to_thread(_read_state, state_path)
+            state = await asyncio.to_thread(read_state, state_path)
             context = await self._browser.new_context(
                 proxy={"server": proxy.url}, accept_downloads=False, service_workers="block", storage_state=state,
                 viewport={"width": 1280, "height": 900})
@@ -191,7 +191,7 @@ class Browser:
 
     async def _save(self, owner: _Owner) -> None:
         state = await owner.context.storage_state()
-        await asyncio.to_thread(_write_state, owner.state_path, state)
+        await asyncio.to_thread(write_state, owner.state_path, state)
 
     def _schedule_idle_close(self) -> None:
         self._last_used = time.monotonic()
@@ -279,6 +279,14 @@ class Browser:
 
         return await self._run(key, find, open_=False)
 
+    async def form(self, key: str, ref: str, submitting: bool = False) -> Form | None:
+        """The form a click on `ref` (or Enter in it, when `submitting`) would submit now, else None."""
+
+        async def find(owner: _Owner) -> Form | None:
+            return await _form(owner, ref, submitting)
+
+        return await self._run(key, find, open_=False)
+
     async def screenshot(self, key: str) -> tuple[PageState, bytes]:
         async def shoot(owner: _Owner) -> tuple[PageState, bytes]:
             return await _state(owner, None, None), await owner.page.screenshot(type="png")
@@ -310,10 +318,11 @@ class Browser:
     # -- acting (what approvals guard) -------------------------------------------------------------
 
     async def act(self, key: str, url: str, action: str, element: Element | None = None, text: str = "",
-                  submit: bool = False) -> PageState:
+                  submit: bool = False, form: Form | None = None) -> PageState:
         """Click `element`, fill it with `text` (then press Enter when `submit`), or press the key `text`
-        ("press"), on the owner's page — only while the page is still at `url` and the element still has
-        the role and name it had; StaleTarget (nothing done) otherwise."""
+        ("press"), on the owner's page — only while the page is still at `url`, the element still has
+        the role and name it had and submits the `form` it was asked with; StaleTarget (nothing done)
+        otherwise. The form submission the action causes must be that form too (`Form.allows`)."""
 
         async def do(owner: _Owner) -> PageState:
             page = owner.page
@@ -325,7 +334,11 @@ class Browser:
                 if (current.role, current.name) != (element.role, element.name):
                     raise StaleTarget(f"{element.ref} is now {current.describe()}, not {element.describe()}; "
                                       "nothing was done")
-            with owner.gate.opened():  # the action may send what it causes, until its navigations settled
+                now = await _form(owner, element.ref, submit) if form is not None else None
+                if form is not None and now != form:
+                    raise StaleTarget(f"the form behind {element.describe()} changed since this was asked (it "
+                                      f"{now.describe() if now else 'submits nothing now'}); nothing was done")
+            with owner.gate.opened(form):  # the action may send what it causes, until its navigations settled
                 if element is not None:
                     target = page.locator(f"aria-ref={element.ref}")
                     if action == "click":
@@ -355,6 +368,11 @@ async def _element(owner: _Owner, ref: str) -> Element:
     return found
 
 
+async def _form(owner: _Owner, ref: str, submitting: bool) -> Form | None:
+    found = await owner.page.locator(f"aria-ref={ref}").evaluate(FORM_OF, submitting)
+    return Form.from_json(found) if found else None
+
+
 async def _state(owner: _Owner, since: float | None, response: Any) -> PageState:
     refused = owner.proxy.refusals_since(since) if since is not None else []
     downloads = owner.navigations.downloads_since(since) if since is not None else 0
@@ -371,22 +389,3 @@ def _first_line(exc: BaseException) -> str:
 def _dirname(key: str) -> str:
     safe = re.sub(r"[^A-Za-z0-9_.-]", "_", key)[:40]
     return f"{safe}-{hashlib.sha256(key.encode()).hexdigest()[:10]}"
-
-
-def _read_state(path: Path) -> dict[str, Any] | None:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as exc:  # a damaged profile costs its cookies, never the browser
-        log.warning("browser_profile_unreadable error=%s", type(exc).__name__)
-        return None
-
-
-def _write_state(path: Path, state: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = path.with_suffix(".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # cookies are credentials
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(state, f)
-    os.replace(tmp, path)

@@ -24,12 +24,14 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from connectors.browser.forms import Form
 from connectors.browser.proxy import Refusal
 
 log = logging.getLogger(__name__)
 
 READ_METHODS = frozenset({"GET", "HEAD"})
 REASON = "reading a page sends nothing"
+FORM_CHANGED = "the form is not the one the owner approved (its target or hidden fields changed)"
 QUIET_S = 0.5  # an action has ended once its page sent no request for this long (as Playwright's networkidle)
 
 
@@ -39,6 +41,7 @@ class SendGate:
     def __init__(self) -> None:
         self._actions = 0
         self._last_request = 0.0  # time.monotonic() of the newest request routed
+        self.form: Form | None = None  # the form the running action was approved to submit, if any
 
     async def quiet(self, timeout_s: float) -> None:
         """Wait until no request was routed for `QUIET_S`, counted from now at the earliest (at most
@@ -56,12 +59,22 @@ class SendGate:
         return self._actions > 0
 
     @contextlib.contextmanager
-    def opened(self) -> Iterator[None]:
+    def opened(self, form: Form | None = None) -> Iterator[None]:
         self._actions += 1
+        self.form = form
         try:
             yield
         finally:
             self._actions -= 1
+            self.form = None
+
+    def submits_other_form(self, request_url: str, method: str, navigation: bool) -> bool:
+        """Whether a request may be a submission of the approved form that needs checking (`Form.allows`):
+        a navigation of the form's method, to its target (a POST form: any POST navigation)."""
+        form = self.form
+        if form is None or not navigation or method.upper() != form.method:
+            return False
+        return form.method != "GET" or request_url.split("?", 1)[0] == form.action.split("?", 1)[0]
 
     def saw_request(self) -> None:
         self._last_request = time.monotonic()
@@ -87,13 +100,20 @@ async def install(context: Any, gate: SendGate, record: Callable[[Refusal], None
 
     async def on_request(route: Any, request: Any) -> None:
         gate.saw_request()
-        if not gate.refuses(request.method):
+        navigation = request.is_navigation_request()
+        reason = REASON if gate.refuses(request.method) else None
+        if reason is None and gate.form is not None and gate.submits_other_form(request.url, request.method,
+                                                                                  navigation):
+            content_type = await request.header_value("content-type") or ""
+            if not gate.form.allows(request.url, request.method, content_type, request.post_data_buffer):
+                reason = FORM_CHANGED
+        if reason is None:
             await route.continue_()
             return
-        navigation = request.is_navigation_request()
-        record(Refusal(request.url, REASON, time.monotonic(),
+        record(Refusal(request.url, reason, time.monotonic(),
                        what_is_sent(request.method, request.resource_type, navigation)))
-        log.info("browser_send_refused method=%s kind=%s", request.method, request.resource_type)
+        log.info("browser_send_refused method=%s kind=%s form_changed=%s", request.method, request.resource_type,
+                 reason == FORM_CHANGED)
         if navigation:
             await route.fulfill(status=204)
         else:
