@@ -107,7 +107,7 @@ async def test_a_slow_drip_stream_ends_at_its_total_cap(piece: bytes, raised: ty
         with pytest.raises(raised, match=r"took longer than 1\.5s") as caught:
             await asyncio.wait_for(model.complete(user("x"), [], on_text=lambda _: asyncio.sleep(0)), 10)
         took = time.monotonic() - began
-    assert 1.5 <= took < 3.0
+    assert 1.5 <= took < 4.0  # the cap, and some slack for a loaded machine
     assert type(caught.value) is raised and len(server.requests) == 1  # a cap is not retried
 
 
