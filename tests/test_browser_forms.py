@@ -1,6 +1,7 @@
 """An approved click sends the form the owner saw: the approval prompt shows where the form goes and its
 hidden fields, and a page that changed them (or the form's target) after the owner was asked sends
-nothing. Through the real gateway (console surface, fake model) and the real Chromium."""
+nothing; and what a page tried to send while only read reaches the model as the page's snapshot says
+it. Through the real gateway (console surface, fake model) and the real Chromium."""
 
 from __future__ import annotations
 
@@ -59,3 +60,17 @@ async def test_a_hidden_field_changed_by_the_buttons_own_click_handler_is_not_se
     out = await owner.say(f"/approve {click.id}")
     assert browser_site.posts == [] and browser_site.hits["/submit"] == 0, out
     assert "Blocked: this page tried to send a form to" in out and "not the one the owner approved" in out, out
+
+
+async def test_the_model_reads_what_a_page_tried_to_send_outside_nothing_was_sent(
+        owner: Any, model: Any, browser_site: BrowserSite) -> None:
+    await call(owner, model, "browser_navigate", {"url": browser_site.url("/acts")})
+    sink = browser_site.url("/sink", host="127.0.0.2")
+    for _ in range(50):  # the page acts on its own time: read it again until its form was refused
+        page = await call(owner, model, "browser_snapshot", {})
+        if f"this page tried to send a form to {sink}?via=form: blocked" in page:
+            break
+    else:
+        raise AssertionError(page)
+    assert "a read sends nothing, only an approved click, type or press may" in page
+    assert browser_site.sunk == []
