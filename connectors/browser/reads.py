@@ -68,7 +68,7 @@ class SendGate:
             self._actions -= 1
             self.form = None
 
-    def submits_other_form(self, request_url: str, method: str, navigation: bool) -> bool:
+    def checks_form(self, request_url: str, method: str, navigation: bool) -> bool:
         """Whether a request may be a submission of the approved form that needs checking (`Form.allows`):
         a navigation of the form's method, to its target (a POST form: any POST navigation)."""
         form = self.form
@@ -102,7 +102,7 @@ async def install(context: Any, gate: SendGate, record: Callable[[Refusal], None
         gate.saw_request()
         navigation = request.is_navigation_request()
         reason = REASON if gate.refuses(request.method) else None
-        if reason is None and gate.form is not None and gate.submits_other_form(request.url, request.method,
+        if reason is None and gate.form is not None and gate.checks_form(request.url, request.method,
                                                                                   navigation):
             content_type = await request.header_value("content-type") or ""
             if not gate.form.allows(request.url, request.method, content_type, request.post_data_buffer):
