@@ -12,7 +12,7 @@ import pytest_asyncio
 
 from gateway.app import Gateway
 from tests.fixtures.slack import FakeSlack, is_post
-from tests.support.slack_events import OWNER
+from tests.support.slack_events import OWNER, press_body
 from tests.support.telegram_api import GROUP_ID, OWNER_ID, FakeBot
 
 NAME = "__X__ _Y_ www.evil.com @someone"
@@ -50,6 +50,16 @@ async def test_slack_shows_the_name_exactly_as_written(slack_owner_gateway: Gate
     assert section["type"] == "plain_text", section  # Slack parses no markup, link or mention in plain_text
     assert f"{NAME} (user USTRANGER) wants to talk to Anyy" in section["text"]
     assert "<" not in notice.args["text"].replace("&lt;", "")  # the fallback carries no <link> or <@mention>
+    # The owner's Admit: the answer, shown to the owner alone, names the stranger as written too.
+    code = notice.args["blocks"][1]["elements"][0]["value"]
+    body = press_body(OWNER, "anyy_admit_0", code, thread_ts=None)
+    body["channel"] = {"id": OWNER}
+    body["container"]["channel_id"] = OWNER
+    await slack_fake.send_envelope("interactive", body)
+    [answer] = await slack_fake.calls.wait(lambda c: c.method == "chat.postEphemeral")
+    await slack_owner_gateway.idle()
+    assert answer.args["blocks"][0]["text"] == {"type": "plain_text", "text": f"Admitted {NAME} (user USTRANGER).",
+                                                "emoji": False}
 
 
 async def test_a_stranger_in_a_telegram_group_gets_no_code_there_and_is_told_once(

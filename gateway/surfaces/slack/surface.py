@@ -216,10 +216,12 @@ class SlackSurface(Surface):
         try:
             answer = await self._gateway.press(SURFACE, press.user_id, press.action, press.value, press.origin,
                                                press.is_group)
-            # Slack has no toast: the answer (a refusal, or the outcome) goes to the presser alone.
+            # Slack has no toast: the answer (a refusal, or the outcome) goes to the presser alone, as plain
+            # text like a toast (it may name a stranger as they named themselves: no markup, link or mention).
             if answer:
-                await self._client.chat_postEphemeral(channel=press.origin.chat_id, user=press.user_id,
-                                                      text=to_mrkdwn(answer), thread_ts=press.origin.thread_id)
+                await self._client.chat_postEphemeral(
+                    channel=press.origin.chat_id, user=press.user_id, text=escape(answer),
+                    blocks=message_blocks(answer, [], plain=True), thread_ts=press.origin.thread_id)
         except Exception:
             log.exception("slack_press_failed action=%s user=%s", press.action, press.user_id)
 
