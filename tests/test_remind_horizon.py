@@ -7,9 +7,10 @@ import pytest
 
 from gateway.automations.reminders import REMIND_USAGE, parse_remind, remind_command
 from gateway.automations.scheduler import AutomationService
-from gateway.automations.when import HORIZON, WhenError
+from gateway.automations.when import WhenError
 from store.outbox import Outbox
 from store.records import Origin
+from toolsets.schedule import HORIZON, AutomationError, Reminder, parse_schedule
 
 NEW_YORK = ZoneInfo("America/New_York")
 NOW = datetime(2026, 12, 7, 10, 0, tzinfo=NEW_YORK)
@@ -47,4 +48,14 @@ async def test_the_command_answers_with_the_usage_line_and_sets_nothing(store) -
         reply = await remind_command(service, "telegram:1", CHAT, args)
         assert reply.startswith("I could not read that: ") and "more than 10 years ahead" in reply, reply
         assert reply.endswith(REMIND_USAGE)
+    assert await service.list("telegram:1") == []
+
+
+@pytest.mark.parametrize("at", ["9999-12-31T23:59:00", "2037-01-01T09:00:00"])
+async def test_a_one_shot_automation_past_the_horizon_is_refused_by_the_service(store, at: str) -> None:
+    """The same bound for the model's tools, which reach the service without /remind's parser."""
+    service = AutomationService(store, NEW_YORK, Outbox(store).enqueue, clock=lambda: NOW.astimezone(UTC))
+    schedule = parse_schedule({"type": "once", "at": at, "timezone": "America/New_York"})
+    with pytest.raises(AutomationError, match="more than 10 years ahead"):
+        await service.create("telegram:1", CHAT, "far", schedule, Reminder(kind="reminder", text="far"))
     assert await service.list("telegram:1") == []

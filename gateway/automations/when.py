@@ -8,8 +8,9 @@
 A small grammar of regular expressions rather than a general date parser: it is fast to import, and what
 it accepts is exactly what its tests list. A time of day means its next occurrence; a weekday, the next
 one within 7 days (today, if the time is still ahead). A relative time is rounded *up* to the whole second,
-so a reminder never fires before the time it was set for. Nothing further ahead than `HORIZON` (10 years)
-is read: a phrase past it is refused by name, before any date arithmetic could overflow.
+so a reminder never fires before the time it was set for. Nothing further ahead than 10 years
+(`toolsets.schedule.HORIZON`) is read: a phrase past it is refused by name, before any date arithmetic
+could overflow.
 """
 
 from __future__ import annotations
@@ -19,12 +20,9 @@ from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
-from toolsets.schedule import resolve_local
+from toolsets.schedule import HORIZON, PAST_HORIZON, resolve_local
 
-HORIZON_YEARS = 10
-HORIZON = timedelta(days=3653)  # 10 years, leap days included
 _HORIZON_S = HORIZON.total_seconds()
-_PAST_HORIZON = f"that is more than {HORIZON_YEARS} years ahead; a reminder can be at most {HORIZON_YEARS} years away"
 
 
 class WhenError(ValueError):
@@ -105,7 +103,7 @@ def parse_when(args: str, now: datetime, tz: ZoneInfo) -> When:
         clock = clock.replace(hour=clock.hour + 12)  # "tonight 8", "今晚8点"
     at = datetime.combine(day.date if day else today, clock)
     if at - now.astimezone(tz).replace(tzinfo=None) > HORIZON:
-        raise WhenError(_PAST_HORIZON)
+        raise WhenError(PAST_HORIZON)
     # Without a named date the time is the next one ahead: tomorrow's, or a weekday's in a week.
     if resolve_local(at, tz) <= now and (day is None or day.weekday):
         at += timedelta(days=7 if day else 1)
@@ -126,7 +124,7 @@ def _relative(text: str) -> tuple[timedelta, int] | None:
         unit = _UNITS[part["u"].lower()]
         number = _number(part["n"])
         if number > _HORIZON_S / unit:  # checked before the product: "九九…九天" is an int past any float
-            raise WhenError(_PAST_HORIZON)
+            raise WhenError(PAST_HORIZON)
         seconds += (number + (0.5 if part["half"] else 0)) * unit  # "一个半小时": 1.5 h
         units.append(unit)
         pos = part.end()
@@ -143,7 +141,7 @@ def _relative(text: str) -> tuple[timedelta, int] | None:
     if seconds <= 0:
         raise WhenError("the duration must be more than zero")
     if seconds > _HORIZON_S:
-        raise WhenError(_PAST_HORIZON)
+        raise WhenError(PAST_HORIZON)
     return timedelta(seconds=seconds), pos
 
 
