@@ -74,3 +74,18 @@ async def test_the_model_reads_what_a_page_tried_to_send_outside_nothing_was_sen
         raise AssertionError(page)
     assert "a read sends nothing, only an approved click, type or press may" in page
     assert browser_site.sunk == []
+
+
+async def test_an_approved_enter_in_a_field_of_a_changed_form_sends_nothing(
+        owner: Any, model: Any, browser_site: BrowserSite) -> None:
+    await call(owner, model, "browser_navigate", {"url": browser_site.url("/pay")})
+    browser = owner.gw.services["browser"]
+    page = browser._owners["console:owner"].page
+    await page.focus("input[name=amount]")
+    await call(owner, model, "browser_press", {"key": "Enter"})
+    press = await only_pending(owner)
+    assert "hidden fields: to=plumber" in press.preview, press.preview
+    await page.evaluate("document.querySelector('input[name=to]').value = 'attacker'")
+    out = await owner.say(f"/approve {press.id}")
+    assert "the focused field changed since" in out and "nothing was done" in out, out
+    assert browser_site.posts == []

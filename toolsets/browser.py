@@ -202,8 +202,10 @@ async def _payload(ctx: ToolContext, action: str, ref: str | None, text: str = "
         if action == "type" and element.role not in TYPABLE:
             raise ToolError(f"{element.ref} is a {element.role}, not a text field; type into a textbox")
         payload |= {"ref": element.ref, "role": element.role, "name": element.name}
-        # The form it submits, hidden fields and target included: shown to the owner, and bound.
-        form = await _call(browser.form(ctx.user_key, element.ref, submit)) if action == "click" or submit else None
+    # The form it submits (a key press: the focused field's), target and hidden fields included: shown to
+    # the owner, and bound.
+    if action in ("click", "press") or submit:
+        form = await _call(browser.form(ctx.user_key, payload.get("ref"), submit or action == "press"))
         if form is not None:
             payload["form"] = form.to_json()
     return payload

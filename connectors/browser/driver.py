@@ -279,8 +279,9 @@ class Browser:
 
         return await self._run(key, find, open_=False)
 
-    async def form(self, key: str, ref: str, submitting: bool = False) -> Form | None:
-        """The form a click on `ref` (or Enter in it, when `submitting`) would submit now, else None."""
+    async def form(self, key: str, ref: str | None, submitting: bool = False) -> Form | None:
+        """The form a click on `ref` (or Enter in it, when `submitting`; the focused element when `ref` is
+        None) would submit now, else None."""
 
         async def find(owner: _Owner) -> Form | None:
             return await _form(owner, ref, submitting)
@@ -334,10 +335,10 @@ class Browser:
                 if (current.role, current.name) != (element.role, element.name):
                     raise StaleTarget(f"{element.ref} is now {current.describe()}, not {element.describe()}; "
                                       "nothing was done")
-                now = await _form(owner, element.ref, submit) if form is not None else None
-                if form is not None and now != form:
-                    raise StaleTarget(f"the form behind {element.describe()} changed since this was asked (it "
-                                      f"{now.describe() if now else 'submits nothing now'}); nothing was done")
+            if form is not None and (now := await _form(owner, element.ref if element else None, True)) != form:
+                what = element.describe() if element else "the focused field"
+                raise StaleTarget(f"the form behind {what} changed since this was asked (it "
+                                  f"{now.describe() if now else 'submits nothing now'}); nothing was done")
             with owner.gate.opened(form):  # the action may send what it causes, until its navigations settled
                 if element is not None:
                     target = page.locator(f"aria-ref={element.ref}")
@@ -368,8 +369,13 @@ async def _element(owner: _Owner, ref: str) -> Element:
     return found
 
 
-async def _form(owner: _Owner, ref: str, submitting: bool) -> Form | None:
-    found = await owner.page.locator(f"aria-ref={ref}").evaluate(FORM_OF, submitting)
+async def _form(owner: _Owner, ref: str | None, submitting: bool) -> Form | None:
+    """The form `ref` (None: the focused element, which a key press acts on) submits, or None."""
+    if ref is None:
+        found = await owner.page.evaluate(f"(submitting) => ({FORM_OF})(document.activeElement, submitting)",
+                                          submitting)
+    else:
+        found = await owner.page.locator(f"aria-ref={ref}").evaluate(FORM_OF, submitting)
     return Form.from_json(found) if found else None
 
 
