@@ -90,3 +90,14 @@ async def test_the_guard_proxy_refuses_a_write_it_sees_unless_the_gate_is_open(b
     assert browser_site.sunk == [("GET", "proxy-get"), ("POST", "proxy-open")]
     [refused] = proxy.refusals_since(0)
     assert refused.describe() == f"this page tried to send a POST request to {sink}?via=proxy: blocked"
+
+
+async def test_a_page_cannot_start_a_shared_worker_whose_requests_the_gate_would_not_see(
+        make_browser: Callable[..., Browser], browser_site: BrowserSite) -> None:
+    browser = make_browser()
+    await browser.navigate(OWNER, browser_site.url("/acts"))
+    page = browser._owners[OWNER].page
+    assert await page.evaluate("typeof SharedWorker") == "undefined"
+    framed = "(() => { const f = document.createElement('iframe'); document.body.appendChild(f); " \
+             "return typeof f.contentWindow.SharedWorker; })()"
+    assert await page.evaluate(framed) == "undefined"

@@ -35,8 +35,10 @@ from connectors.web.guard import BlockedURL, Guard
 log = logging.getLogger(__name__)
 
 CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
-# Chromium's own background traffic off; WebRTC may not send UDP around the proxy (it would bypass the guard).
+# Chromium's own background traffic off; WebRTC may not send UDP around the proxy (it would bypass the guard);
+# no shared workers, whose requests Playwright's routing does not see (the send gate, `reads`).
 FLAGS = ("--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run",
+         "--disable-shared-workers",
          "--disable-default-apps", "--disable-extensions", "--dns-prefetch-disable", "--disable-dev-shm-usage",
          "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
          "--webrtc-ip-handling-policy=disable_non_proxied_udp")
