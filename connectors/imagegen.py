@@ -4,7 +4,12 @@ The request carries `model`, `prompt`, `size` and `n = 1`, the key as `Authoriza
 answer's first image is taken as `b64_json` or as a `url`: a URL on the provider's own host (scheme, host
 and port) is fetched with the provider's client, any other through the web fetcher, so the private-network
 guard and host rules apply to it. Either way the image is capped at `max_bytes` and must be a PNG, JPEG or
-WebP that Pillow can read (checked in a worker thread).
+WebP that Pillow can read (checked in a worker thread). The answer itself is read as it arrives and cut
+at what an image of `max_bytes` takes in base64 inside its JSON (`answer_cap`): a provider sending
+hundreds of megabytes costs a few, never the whole body in memory.
+
+What the provider writes (its error message, `revised_prompt`, the URL it chose) is outside content:
+`ImageGenError.remote` says when a message quotes it, so the caller shows it as such.
 """
 
 from __future__ import annotations
@@ -13,22 +18,37 @@ import asyncio
 import base64
 import binascii
 import io
+import json
 import logging
 from dataclasses import dataclass
 from urllib.parse import urljoin, urlsplit
 
 import httpx
 
+from connectors.bodies import read_at_most
 from connectors.web.fetch import FetchError, WebFetcher
 
 log = logging.getLogger(__name__)
 
 FORMATS = {"PNG": "image/png", "JPEG": "image/jpeg", "WEBP": "image/webp"}
 _ERROR_CHARS = 300
+_ERROR_BYTES = 64 * 1024  # of an error answer's body: its message is in the first few hundred
+_JSON_SLACK = 64 * 1024  # the answer's JSON around its base64 image (created, revised_prompt, ...)
 
 
 class ImageGenError(Exception):
-    """The provider refused or failed, or its answer is not an image; the message says which."""
+    """The provider refused or failed, or its answer is not an image; the message says which. `remote`:
+    the message quotes what the provider sent (its error text, a URL it chose), which is outside content."""
+
+    def __init__(self, message: str, *, remote: bool = False) -> None:
+        super().__init__(message)
+        self.remote = remote
+
+
+def answer_cap(max_bytes: int) -> int:
+    """The most an answer carrying an image of `max_bytes` may take: base64 is 4/3 of the image, and a
+    JSON encoder may escape its slashes ("\\/"); half again covers both, plus the JSON around it."""
+    return max_bytes * 3 // 2 + _JSON_SLACK
 
 
 @dataclass(frozen=True)
@@ -58,15 +78,21 @@ class ImageGenerator:
 
     async def generate(self, prompt: str, size: str | None = None) -> GeneratedImage:
         body = {"model": self.model, "prompt": prompt, "size": size or self.size, "n": 1}
+        cap = answer_cap(self.max_bytes)
         try:
-            response = await self._client.post(f"{self.url}/images/generations", json=body)
+            async with self._client.stream("POST", f"{self.url}/images/generations", json=body) as response:
+                if response.status_code >= 400:
+                    error, _ = await read_at_most(response, _ERROR_BYTES)
+                    raise ImageGenError(f"the image provider answered HTTP {response.status_code}: "
+                                        f"{_error_text(error, response.reason_phrase)}", remote=True)
+                raw, whole = await read_at_most(response, cap)
         except httpx.HTTPError as exc:
             raise ImageGenError(f"the image provider at {self.url} cannot be reached ({type(exc).__name__})") from None
-        if response.status_code >= 400:
-            raise ImageGenError(f"the image provider answered HTTP {response.status_code}: "
-                                f"{_error_text(response)}")
+        if not whole:
+            raise ImageGenError(f"the image provider's answer is larger than {cap} bytes (an image is larger than "
+                                f"{self.max_bytes} bytes)")
         try:
-            first = response.json()["data"][0]
+            first = (await asyncio.to_thread(json.loads, raw))["data"][0]
         except (ValueError, KeyError, IndexError, TypeError):
             raise ImageGenError("the image provider's answer has no image (expected data[0])") from None
         if not isinstance(first, dict):
@@ -96,20 +122,19 @@ class ImageGenerator:
         if _origin(url) == _origin(self.url):
             try:
                 async with self._client.stream("GET", url) as response:
-                    if response.status_code >= 400:
-                        raise ImageGenError(f"the image at {url} answered HTTP {response.status_code}")
-                    buf = bytearray()
-                    async for chunk in response.aiter_bytes():
-                        buf += chunk
-                        if len(buf) > self.max_bytes:
-                            raise ImageGenError(f"the image is larger than {self.max_bytes} bytes")
-                    return bytes(buf)
+                    if response.status_code >= 400:  # the URL is the provider's words
+                        raise ImageGenError(f"the image at {url} answered HTTP {response.status_code}", remote=True)
+                    data, whole = await read_at_most(response, self.max_bytes)
+                    if not whole:
+                        raise ImageGenError(f"the image is larger than {self.max_bytes} bytes")
+                    return data
             except httpx.HTTPError as exc:
-                raise ImageGenError(f"the image at {url} cannot be fetched ({type(exc).__name__})") from None
+                raise ImageGenError(f"the image at {url} cannot be fetched ({type(exc).__name__})",
+                                    remote=True) from None
         try:
             data, _ = await self.fetcher.fetch_bytes(url, max_bytes=self.max_bytes)
-        except FetchError as exc:
-            raise ImageGenError(f"the image cannot be fetched: {exc}") from None
+        except FetchError as exc:  # it names the URL the provider chose
+            raise ImageGenError(f"the image cannot be fetched: {exc}", remote=True) from None
         return data
 
 
@@ -132,9 +157,9 @@ def _identify(data: bytes) -> tuple[str, int, int]:
     return FORMATS[fmt], size[0], size[1]
 
 
-def _error_text(response: httpx.Response) -> str:
+def _error_text(body: bytes, reason: str) -> str:
     try:
-        message = response.json()["error"]["message"]
+        message = json.loads(body)["error"]["message"]
     except (ValueError, KeyError, TypeError):
-        message = response.text
-    return str(message).strip()[:_ERROR_CHARS] or response.reason_phrase
+        message = body.decode("utf-8", "replace")
+    return str(message).strip()[:_ERROR_CHARS] or reason

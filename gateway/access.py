@@ -44,6 +44,8 @@ TERMINAL_SURFACES = ("console", "cli")  # whoever holds the terminal holds the d
 # Owners hear of at most this many new strangers per surface an hour: a crowd of throwaway accounts
 # must not flood the owner's chat (the rest still get codes, and `anyy pairing list` shows them).
 MAX_NOTICES_PER_HOUR = 5
+GROUP_REPLY = ("I only answer people the owner has admitted. To ask for access, write to me in a direct "
+               "message: you will get a pairing code there.")
 
 
 Delivery = tuple[Outbound, str]  # a message and its outbox dedupe key
@@ -85,6 +87,7 @@ class Access:
         self.config = config
         self._toolsets = {ts.name: ts for ts in toolsets}
         self._notices: dict[str, deque[float]] = {}  # surface -> monotonic times of recent notices
+        self._told_in_group: dict[str, float] = {}  # "surface:user" -> monotonic time of the last GROUP_REPLY
         self._configured: dict[str, frozenset[str]] = {}  # surface -> `configured`: the config is read once
 
     # -- roles ------------------------------------------------------------------------------------
@@ -165,6 +168,14 @@ class Access:
         """The answer to an unknown user: their pairing code (new or current), or no reply once they
         have been told often enough (so a stranger cannot make the bot talk endlessly); for a new
         code, a notice with Admit / Ignore buttons to each owner of the surface."""
+        if inbound.is_group:  # a code is given in private only: the group would read it. Told once an hour.
+            key, now_s = f"{inbound.surface}:{inbound.user_id}", time.monotonic()
+            if now_s - self._told_in_group.get(key, -3600.0) < 3600:
+                return PairingAnswer(None)
+            if len(self._told_in_group) >= 1000:  # a crowd of strangers must not grow it without end
+                self._told_in_group = {k: t for k, t in self._told_in_group.items() if now_s - t < 3600}
+            self._told_in_group[key] = now_s
+            return PairingAnswer(GROUP_REPLY)
         current = await self.repo.current_code(inbound.surface, inbound.user_id)
         notices: list[Delivery] = []
         if current is None:
@@ -199,9 +210,10 @@ class Access:
                 f"sessions, no access to your accounts)? Code {rec.code}, valid for 1 hour.")
         buttons = [Button(label="Admit", action="admit", value=rec.code),
                    Button(label="Ignore", action="ignore", value=rec.code)]
-        # An owner's direct chat has the owner's id on Telegram and Slack alike.
-        return [(Outbound(origin=Origin(surface=rec.surface, chat_id=owner), text=text, buttons=buttons),
-                 _notice_key(rec, owner)) for owner in owners]
+        # An owner's direct chat has the owner's id on Telegram and Slack alike. Preformatted: the stranger
+        # chose the name, so no surface may read it as Markdown, a link or a mention.
+        return [(Outbound(origin=Origin(surface=rec.surface, chat_id=owner), text=text, buttons=buttons,
+                          preformatted=True), _notice_key(rec, owner)) for owner in owners]
 
     async def decide_pairing(self, surface: str, owner_id: str, code: str, *, admit: bool) -> PairingDecision:
         """An owner's Admit / Ignore press. Only an owner of the same surface may decide (a guest cannot
@@ -220,7 +232,7 @@ class Access:
         label = stranger_label(rec)
         log.info("pairing_%s surface=%s user=%s by=%s", "admitted" if admit else "ignored", surface, rec.user_id, by)
         outcome = f"admitted as a guest by {by}" if admit else f"ignored by {by}: they stay unpaired"
-        edits = [(Outbound(origin=Origin(surface=surface, chat_id=owner),
+        edits = [(Outbound(origin=Origin(surface=surface, chat_id=owner), preformatted=True,
                            text=f"{label} asked to talk to Anyy on {surface}: {outcome}."), _notice_key(rec, owner))
                  for owner in self._owners(surface)]
         if not admit:

@@ -300,10 +300,13 @@ class Gateway:
                            enqueue=self.outbox.enqueue, available={ts.name: ts for ts in available},
                            loaded={ts.name for ts in available})
 
-    async def _on_outcome(self, rec: ApprovalRecord) -> None:
+    async def _on_outcome(self, rec: ApprovalRecord, sources: list[str]) -> None:
+        """The outcome as an event in the session, and one follow-up turn; `sources`, the outside content the
+        execution read, make that event outside content too (the follow-up is tainted while it is in view)."""
         text = OUTCOME_TEXT.get(rec.state, rec.state).format(
             by=rec.decided_by or "the owner", result=rec.result or "",
             reason=f" Reason: {rec.reason}" if rec.reason else "")
         # A helper's held call: its parent conversation follows up (the helper's turn has ended).
         session_id = await self.services["subagents"].parent_session(rec.session_id) or rec.session_id
-        self.runtime.resume(session_id, f"Approval {rec.id} for {rec.tool} {text}", f"approval-{rec.id}-{rec.state}")
+        self.runtime.resume(session_id, f"Approval {rec.id} for {rec.tool} {text}", f"approval-{rec.id}-{rec.state}",
+                            tainted_by=sources)

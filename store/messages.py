@@ -120,8 +120,8 @@ class Messages:
                     [fts_quote(query), *who_args, limit],
                 )
             else:
-                like = [f"%{t}%" for t in terms] or ["%"]
-                where = " AND ".join("content LIKE ?" for _ in like)
+                like = [_contains(t) for t in terms] or ["%"]
+                where = " AND ".join(f"content {_LIKE}" for _ in like)
                 rows = db.execute_returning_dicts(
                     "SELECT id, session_id, turn_id, role, created_at, substr(content, 1, 160) AS snippet"
                     " FROM messages m"
@@ -140,13 +140,22 @@ class Messages:
 def _search_pg(db: Database, terms: list[str], who: str, who_args: list[Any], limit: int) -> list[SearchHit]:
     """PostgreSQL: every term by ILIKE (served by the pg_trgm index where there is one, any script and
     any length), newest first; the snippet marks the first term as SQLite's FTS5 snippet does."""
-    like = [f"%{t}%" for t in terms] or ["%"]
+    like = [_contains(t) for t in terms] or ["%"]
     rows = db.execute_returning_dicts(
         "SELECT id, session_id, turn_id, role, created_at, content FROM messages m"
-        f" WHERE {' AND '.join('content ILIKE ?' for _ in like)} AND {who}"
+        f" WHERE {' AND '.join(f'content I{_LIKE}' for _ in like)} AND {who}"
         " AND role IN ('user','assistant','summary') ORDER BY id DESC LIMIT ?", [*like, *who_args, limit])
     return [SearchHit(message_id=r["id"], session_id=r["session_id"], turn_id=r["turn_id"], role=r["role"],
                       created_at=r["created_at"], snippet=_snippet(r["content"], terms)) for r in rows]
+
+
+_ESC = "\\"  # the LIKE escape character, named in each statement (PostgreSQL's default, not SQLite's)
+_LIKE = f"LIKE ? ESCAPE '{_ESC}'"
+
+
+def _contains(term: str) -> str:
+    """The LIKE pattern "contains `term`" with `term` literal: its `%`, `_` and escapes match themselves."""
+    return "%" + term.replace(_ESC, _ESC * 2).replace("%", _ESC + "%").replace("_", _ESC + "_") + "%"
 
 
 def _snippet(content: str, terms: list[str], width: int = 60) -> str:

@@ -5,9 +5,11 @@ the file upload on Slack."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import os
 import re
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,7 @@ from store.db import Store
 from tests.fixtures.images import FakeImages
 from tests.fixtures.model import FakeModel, reply, tool_call
 from tests.fixtures.slack import FakeSlack, is_post
+from tests.support.cli import SUBPROCESS_S
 from tests.support.context import RecordingContext
 from tests.support.slack_events import dm, event_body
 from tests.support.telegram_api import OWNER_ID, FakeBot
@@ -57,7 +60,10 @@ async def test_the_request_carries_prompt_model_size_and_key_and_the_png_becomes
     assert (rec.id, rec.type, rec.name) == (out["artifact"], "image/png", "image.png")
     assert Path(rec.path).read_bytes() == images_api.image
     assert rec.meta["prompt"] == "a fox reading a newspaper" and rec.meta["generated_by"] == "gpt-image-1"
-    assert (out["width"], out["height"], out["revised_prompt"]) == (64, 48, "a fox, watercolour")
+    assert (out["width"], out["height"]) == (64, 48)
+    # The provider's rewording is its own words: outside content, in its block (issue 39).
+    assert out["revised_prompt"].startswith('<untrusted source="image provider"')
+    assert "\na fox, watercolour\n" in out["revised_prompt"] and ctx.external_sources == ["image provider"]
     [attachment] = ctx.files
     assert (attachment.path, attachment.mime_type) == (rec.path, "image/png")
     await generate(ctx, size="1536x1024")
@@ -76,16 +82,19 @@ async def test_a_url_on_the_providers_host_is_fetched_and_any_other_goes_through
     assert len(await ctx.services["artifacts"].for_session(ctx.session_id)) == 1
 
 
-@pytest.mark.parametrize(("answer", "message"), [
-    ("error", "HTTP 400: Your prompt was rejected by the safety system."),
-    ("text", "not a readable image"),
+@pytest.mark.parametrize(("answer", "message", "quoted"), [
+    ("error", "HTTP 400: Your prompt was rejected by the safety system.", True),
+    ("text", "not a readable image", False),
 ])
 async def test_a_bad_answer_is_a_tool_error_and_nothing_is_stored(
-        ctx: RecordingContext, images_api: FakeImages, answer: str, message: str) -> None:
+        ctx: RecordingContext, images_api: FakeImages, answer: str, message: str, quoted: bool) -> None:
     images_api.answer = answer
-    with pytest.raises(ToolError, match=message):
+    with pytest.raises(ToolError, match=message) as raised:
         await generate(ctx)
     assert await ctx.services["artifacts"].for_session(ctx.session_id) == [] and ctx.files == []
+    # The provider's error text is its own words: outside content, in its block (issue 39).
+    assert str(raised.value).startswith('<untrusted source="image provider"') is quoted
+    assert ctx.external_sources == (["image provider"] if quoted else [])
 
 
 async def test_an_image_over_the_size_cap_is_refused(ctx: RecordingContext, images_api: FakeImages) -> None:
@@ -136,3 +145,36 @@ async def test_on_slack_the_image_is_uploaded_as_a_file_in_the_thread(
     [file_id] = slack_fake.uploads
     assert asked["filename"] == "image.png" and slack_fake.uploads[file_id] == images_api.image
     assert complete["thread_ts"] == "1710000000.000800"
+
+
+# The connector in a process of its own, whose peak RSS (ru_maxrss) is measured around the call.
+_GENERATE_IN_A_PROCESS = """
+import asyncio, resource, sys
+from connectors.imagegen import ImageGenerator, ImageGenError
+from connectors.web import Guard, WebFetcher
+
+async def main():
+    generator = ImageGenerator(sys.argv[1], "m", None, size="1024x1024", fetcher=WebFetcher(Guard(), timeout_s=5),
+                               timeout_s=60, max_bytes=1_000_000)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    try:
+        await generator.generate("a fox")
+        print("generated")
+    except ImageGenError as exc:
+        print(f"error: {exc}")
+    print(f"grew_kb {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before}")
+
+asyncio.run(main())
+"""
+
+
+async def test_a_huge_answer_is_cut_while_read_and_the_process_stays_small(images_api: FakeImages) -> None:
+    """Issue 39: 400 MB from the provider with max_mb = 1 once grew the process by ~900 MB."""
+    images_api.answer, images_api.huge_mb = "huge", 400
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-c", _GENERATE_IN_A_PROCESS, images_api.url,
+                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), SUBPROCESS_S)
+    text = out.decode()
+    assert "error: the image provider's answer is larger than" in text, (text, err.decode()[-2000:])
+    grew_mb = int(text.split("grew_kb ")[1]) / 1024
+    assert grew_mb < 40, f"the process grew by {grew_mb:.0f} MB reading the answer"

@@ -82,22 +82,27 @@ def _page(ctx: ToolContext, state: PageState, body: str, notes: list[str] | None
     """The page's content inside its untrusted block, our own notes outside it."""
     inner = f"Title: {state.title}\nURL: {state.url}\n\n{body}"
     if state.refused:
-        refused = "\n".join(f"- {r.url}: {r.reason}" for r in state.refused[:10])
+        refused = "\n".join(f"- {r.describe()}" for r in state.refused[:10])
         inner += "\n\nRefused requests of this page:\n" + refused
     notes = list(notes or [])
-    if state.refused:
-        notes.append(f"{len(state.refused)} request(s) of this page were refused by the network guard")
+    if sent := [r for r in state.refused if r.sent]:
+        notes.append(f"this page tried to send something {len(sent)} time(s) while being read (e.g. "
+                     f"{sent[0].describe()}); a read sends nothing, only an approved click, type or press may")
+    if guarded := len(state.refused) - len(sent):
+        notes.append(f"{guarded} request(s) of this page were refused by the network guard")
     block = ctx.external(f"browser:{state.url}", inner)
     return block + (f"\n[{'; '.join(notes)}]" if notes else "")
 
 
 async def _view(ctx: ToolContext, state: PageState | None = None) -> str:
-    """The page's snapshot now, with what `state` (the navigation that led here) saw refused."""
+    """The page's snapshot now, with what was refused since the page began loading (the status of the
+    navigation `state` that led here)."""
     from connectors.browser import PageState
 
     now, snap = await _call(_browser(ctx).snapshot(ctx.user_key))
     if state is not None:
-        now = PageState(url=now.url, title=now.title, status=state.status, refused=state.refused)
+        now = PageState(url=now.url, title=now.title, status=state.status,
+                        refused=now.refused + [r for r in state.refused if r not in now.refused])
     notes = [f"snapshot cut at {len(snap.text)} of {snap.chars_total} characters"] if snap.truncated else []
     return _page(ctx, now, snap.text or "(the page shows nothing)", notes)
 
@@ -197,6 +202,12 @@ async def _payload(ctx: ToolContext, action: str, ref: str | None, text: str = "
         if action == "type" and element.role not in TYPABLE:
             raise ToolError(f"{element.ref} is a {element.role}, not a text field; type into a textbox")
         payload |= {"ref": element.ref, "role": element.role, "name": element.name}
+    # The form it submits (a key press: the focused field's), target and hidden fields included: shown to
+    # the owner, and bound.
+    if action in ("click", "press") or submit:
+        form = await _call(browser.form(ctx.user_key, payload.get("ref"), submit or action == "press"))
+        if form is not None:
+            payload["form"] = form.to_json()
     return payload
 
 
@@ -209,7 +220,12 @@ def _describe(payload: dict[str, Any]) -> str:
                                                                   if payload["submit"] else " (nothing is submitted)")
     else:
         what = f"Press the key {payload['text']}"
-    return f"🌐 {what}\non the page {payload['url']}"
+    sends = ""
+    if "form" in payload:
+        from connectors.browser import Form
+
+        sends = f"\nThis {Form.from_json(payload['form']).describe()}"
+    return f"🌐 {what}\non the page {payload['url']}{sends}"
 
 
 async def _preview(ctx: ToolContext, payload: dict[str, Any]) -> Preview:
@@ -218,14 +234,18 @@ async def _preview(ctx: ToolContext, payload: dict[str, Any]) -> Preview:
 
 async def _act(ctx: ToolContext, payload: dict[str, Any]) -> str:
     """Run the stored action on the page it was asked for, or refuse having done nothing."""
-    from connectors.browser import Element
+    from connectors.browser import Element, Form
 
     element = Element(payload["ref"], payload["role"], payload["name"]) if "ref" in payload else None
+    form = Form.from_json(payload["form"]) if "form" in payload else None
     state = await _call(_browser(ctx).act(ctx.user_key, payload["url"], payload["action"], element,
-                                          text=payload["text"], submit=payload["submit"]))
+                                          text=payload["text"], submit=payload["submit"], form=form))
     done = _describe(payload).removeprefix("🌐 ").split("\n")[0]
     moved = f" The page is now {state.url}." if state.url != payload["url"] else ""
-    refused = f" {len(state.refused)} request(s) were refused by the network guard." if state.refused else ""
+    blocked = [r for r in state.refused if r.sent]
+    guarded = len(state.refused) - len(blocked)
+    refused = f" {guarded} request(s) were refused by the network guard." if guarded else ""
+    refused += "".join(f" Blocked: {r.describe().removesuffix(': blocked')} ({r.reason})." for r in blocked[:3])
     if state.downloads_refused:
         refused += " The page tried to download a file; downloads are refused."
     return f"Done: {done}.{moved}{refused} Call browser_snapshot to read the page."

@@ -306,8 +306,17 @@ async def _send(ctx: ToolContext, args: Any, payload: dict[str, Any]) -> str:
     lines = [f"Sent \"{message.subject}\" to {', '.join(result.accepted)} (draft {draft_id}, "
              f"Message-ID {result.message_id})."]
     lines += [f"Refused: {addr}: " + ctx.external("mail server", why) for addr, why in result.refused.items()]
-    lines += [f"Copy {result.sent_copy}."] if result.sent_copy else []
+    lines += [_sent_copy(ctx, result.sent_copy)] if result.sent_copy else []
     return "\n".join(lines)
+
+
+def _sent_copy(ctx: ToolContext, sent_copy: str) -> str:
+    """Where the sent copy went. Why it did not ("not saved to FOLDER: ...") quotes the IMAP server's
+    refusal: outside content, shown in its block, and it taints the conversation like any other read."""
+    folder, colon, why = sent_copy.partition(": ")
+    if not (sent_copy.startswith("not saved to ") and colon):
+        return f"Copy {sent_copy}."
+    return f"Copy {folder}: " + ctx.external("mail server", why)
 
 
 async def _outgoing(ctx: ToolContext, client: EmailClient, message_id: str, draft_id: str | None,

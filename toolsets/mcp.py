@@ -6,7 +6,9 @@ Policy: a tool the server annotates `readOnlyHint: true` is `read` / `direct`; e
 server's configured `policy` (`confirm` by default), and its approval preview shows the server, the tool
 and the exact arguments. Results are external content: they reach the model inside the untrusted block,
 with images, audio and resources described rather than dropped. A tool's description is the server's
-words too: it opens with `[MCP server <name>]`, which the system prompt says describes, never instructs.
+words too: it opens with `[MCP server <name>]`, which the system prompt says describes, never instructs;
+so does every description and title inside its input schema (`_marked`), and all of them show control
+and bidi characters as escapes.
 
 Selection: the server's name, its configured keywords, and words from its tool names and descriptions.
 A server with more than `DEFERRED_OVER` tools is deferred: only its name and configured keywords select
@@ -117,9 +119,34 @@ def _tool(spec: ServerSpec, remote: types.Tool, name: str, toolset: str) -> Tool
     description = MARK.format(server=spec.name) + visible((remote.description or remote.title or remote.name)
                                                           [:_MAX_DESCRIPTION])
     tool = Tool(name=name, toolset=toolset, description=description, given_args=json_schema_args(schema),
-                handler=_handler(spec.name, remote.name), descriptor=descriptor, parameters=schema)
+                handler=_handler(spec.name, remote.name), descriptor=descriptor,
+                parameters=_marked(schema, MARK.format(server=spec.name)))
     tool.preview(_previewer(spec.name, remote.name))
     return tool
+
+
+_DATA_KEYWORDS = frozenset({"default", "examples", "const", "enum"})  # values, not words about the schema
+_NAMED_SCHEMAS = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"})
+
+
+def _marked(schema: Any, mark: str, *, names: bool = False) -> Any:
+    """A copy of a JSON schema (as sent to the model) whose every `description` and `title` string opens
+    with `mark` and shows its control characters. Property names and every other keyword are kept, so
+    the schema means what the server said; validation uses the server's own copy. `names`: `schema`
+    maps names to subschemas (the value of `properties`), so its keys are no keywords."""
+    if isinstance(schema, list):
+        return [_marked(item, mark) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    if names:
+        return {name: _marked(sub, mark) for name, sub in schema.items()}
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in ("description", "title") and isinstance(value, str):
+            out[key] = mark + visible(value[:_MAX_DESCRIPTION])
+        else:
+            out[key] = value if key in _DATA_KEYWORDS else _marked(value, mark, names=key in _NAMED_SCHEMAS)
+    return out
 
 
 def _handler(server: str, remote: str) -> Any:

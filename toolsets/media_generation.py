@@ -1,7 +1,8 @@
 """The media_generation toolset: `image_generate` makes an image with the configured provider, saves it
 as an artifact and sends it to this chat (a Telegram photo, a Slack file, a saved path on the console).
 It exists only when an image provider is configured ([images] url). Each call is a paid request, so it
-is audited (it appears in `anyy audit`, and `/usage` counts it)."""
+is audited (it appears in `anyy audit`, and `/usage` counts it). What the provider writes back (its
+error text, its `revised_prompt`) is outside content: shown in its block, it taints the conversation."""
 
 from __future__ import annotations
 
@@ -28,6 +29,8 @@ TOOLSET = Toolset(
     requires="images",
 )
 
+SOURCE = "image provider"  # names what the provider wrote, in its untrusted block
+
 Size = Annotated[str, Field(pattern=r"^\d{2,5}x\d{2,5}$")]
 
 
@@ -47,7 +50,7 @@ async def image_generate(ctx: ToolContext, prompt: Annotated[str, Field(min_leng
     try:
         image = await generator.generate(prompt, size)
     except ImageGenError as exc:
-        raise ToolError(str(exc)) from None
+        raise ToolError(ctx.external(SOURCE, str(exc)) if exc.remote else str(exc)) from None
     extension = image.mime_type.split("/")[1].replace("jpeg", "jpg")
     meta = {"prompt": prompt, "generated_by": generator.model, "size": f"{image.width}x{image.height}"}
     try:
@@ -60,5 +63,5 @@ async def image_generate(ctx: ToolContext, prompt: Annotated[str, Field(min_leng
     out: dict[str, Any] = {"artifact": rec.id, "bytes": rec.size, "width": image.width, "height": image.height,
                            "message_id": message_id, "state": "pending"}
     if image.revised_prompt:
-        out["revised_prompt"] = image.revised_prompt
+        out["revised_prompt"] = ctx.external(SOURCE, image.revised_prompt)
     return out

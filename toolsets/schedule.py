@@ -41,6 +41,11 @@ CANONICAL_FORMS = (
     '{"type": "every", "mode": "cron", "cron": "0 9 * * 1-5"}, each with an optional "timezone" '
     '(an IANA name such as "Europe/Berlin")'
 )
+# How far ahead a one-shot schedule (a reminder, `/remind`) may be: further is refused by name, before
+# any date arithmetic near year 9999 could overflow.
+HORIZON_YEARS = 10
+HORIZON = timedelta(days=3653)  # 10 years, leap days included
+PAST_HORIZON = f"that is more than {HORIZON_YEARS} years ahead; a reminder can be at most {HORIZON_YEARS} years away"
 MIN_INTERVAL = timedelta(seconds=1)
 MAX_INTERVAL = timedelta(days=366)
 _DURATION = re.compile(r"(\d+)\s*([wdhms])", re.IGNORECASE)

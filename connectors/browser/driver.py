@@ -15,9 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import json
 import logging
-import os
 import re
 import shutil
 import time
@@ -26,16 +24,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from connectors.browser.forms import FORM_OF, Form
 from connectors.browser.navigations import Navigations
+from connectors.browser.profiles import read_state, write_state
 from connectors.browser.proxy import GuardProxy, Refusal
+from connectors.browser.reads import SendGate, install
 from connectors.browser.snapshot import Element, Snapshot, parse
 from connectors.web.guard import BlockedURL, Guard
 
 log = logging.getLogger(__name__)
 
 CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
-# Chromium's own background traffic off; WebRTC may not send UDP around the proxy (it would bypass the guard).
+# Chromium's own background traffic off; WebRTC may not send UDP around the proxy (it would bypass the guard);
+# no shared workers, whose requests Playwright's routing does not see (the send gate, `reads`).
 FLAGS = ("--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run",
+         "--disable-shared-workers",
          "--disable-default-apps", "--disable-extensions", "--dns-prefetch-disable", "--disable-dev-shm-usage",
          "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
          "--webrtc-ip-handling-policy=disable_non_proxied_udp")
@@ -90,7 +93,9 @@ class _Owner:
     proxy: GuardProxy
     state_path: Path
     navigations: Navigations
+    gate: SendGate
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    page_since: float = 0.0  # time.monotonic() when the page now open began loading
 
 
 class Browser:
@@ -141,15 +146,17 @@ class Browser:
             if key in self._owners:
                 return self._owners[key]
             state_path = self.settings.profiles / _dirname(key) / "state.json"
-            proxy = GuardProxy(self.guard, connect_timeout_s=self.settings.timeout_s)
+            gate = SendGate()
+            proxy = GuardProxy(self.guard, gate.refuses, connect_timeout_s=self.settings.timeout_s)
             await proxy.start()
-            state = await asyncio.to_thread(_read_state, state_path)
+            state = await asyncio.to_thread(read_state, state_path)
             context = await self._browser.new_context(
                 proxy={"server": proxy.url}, accept_downloads=False, service_workers="block", storage_state=state,
                 viewport={"width": 1280, "height": 900})
             context.set_default_timeout(self.settings.timeout_s * 1000)
+            await install(context, gate, proxy.record)
             page = await context.new_page()
-            owner = self._owners[key] = _Owner(context, page, proxy, state_path, Navigations(page))
+            owner = self._owners[key] = _Owner(context, page, proxy, state_path, Navigations(page), gate)
             return owner
 
     async def _discard(self, key: str) -> None:
@@ -186,7 +193,7 @@ class Browser:
 
     async def _save(self, owner: _Owner) -> None:
         state = await owner.context.storage_state()
-        await asyncio.to_thread(_write_state, owner.state_path, state)
+        await asyncio.to_thread(write_state, owner.state_path, state)
 
     def _schedule_idle_close(self) -> None:
         self._last_used = time.monotonic()
@@ -239,7 +246,7 @@ class Browser:
             raise BrowserError(f"{url}: refused: {exc}") from None
 
         async def go(owner: _Owner) -> PageState:
-            since = time.monotonic()
+            since = owner.page_since = time.monotonic()
             try:
                 response = await owner.page.goto(url, wait_until="load")
             except self._Error as exc:
@@ -248,7 +255,7 @@ class Browser:
                     raise BrowserError(f"{url}: refused: {refused[0].reason}") from None
                 raise BrowserError(f"{url}: did not load: {_first_line(exc)}") from None
             state = await _state(owner, since, response)
-            refused_page = next((r for r in state.refused if r.url == state.url), None)
+            refused_page = next((r for r in state.refused if r.url == state.url and not r.sent), None)
             if refused_page is not None:
                 raise BrowserError(f"{url}: refused at {refused_page.url}: {refused_page.reason}")
             log.info("browser_navigate status=%s refused=%d", state.status, len(state.refused))
@@ -261,7 +268,8 @@ class Browser:
 
         async def take(owner: _Owner) -> tuple[PageState, Snapshot]:
             raw = await owner.page.aria_snapshot(mode="ai")
-            return await _state(owner, None, None), parse(raw, self.settings.snapshot_chars)
+            # What the page was refused since it began loading: a page acts on its own time, after load too.
+            return await _state(owner, owner.page_since, None), parse(raw, self.settings.snapshot_chars)
 
         return await self._run(key, take, open_=False)
 
@@ -270,6 +278,15 @@ class Browser:
 
         async def find(owner: _Owner) -> Element:
             return await _element(owner, ref)
+
+        return await self._run(key, find, open_=False)
+
+    async def form(self, key: str, ref: str | None, submitting: bool = False) -> Form | None:
+        """The form a click on `ref` (or Enter in it, when `submitting`; the focused element when `ref` is
+        None) would submit now, else None."""
+
+        async def find(owner: _Owner) -> Form | None:
+            return await _form(owner, ref, submitting)
 
         return await self._run(key, find, open_=False)
 
@@ -295,7 +312,7 @@ class Browser:
 
     async def back(self, key: str) -> PageState:
         async def go_back(owner: _Owner) -> PageState:
-            since = time.monotonic()
+            since = owner.page_since = time.monotonic()
             response = await owner.page.go_back(wait_until="load")
             return await _state(owner, since, response)
 
@@ -304,33 +321,41 @@ class Browser:
     # -- acting (what approvals guard) -------------------------------------------------------------
 
     async def act(self, key: str, url: str, action: str, element: Element | None = None, text: str = "",
-                  submit: bool = False) -> PageState:
+                  submit: bool = False, form: Form | None = None) -> PageState:
         """Click `element`, fill it with `text` (then press Enter when `submit`), or press the key `text`
-        ("press"), on the owner's page — only while the page is still at `url` and the element still has
-        the role and name it had; StaleTarget (nothing done) otherwise."""
+        ("press"), on the owner's page — only while the page is still at `url`, the element still has
+        the role and name it had and submits the `form` it was asked with; StaleTarget (nothing done)
+        otherwise. The form submission the action causes must be that form too (`Form.allows`)."""
 
         async def do(owner: _Owner) -> PageState:
             page = owner.page
             if page.url != url:
                 raise StaleTarget(f"the page is now {page.url}, not {url} where this was asked; nothing was done")
-            since = time.monotonic()
+            since = owner.page_since = time.monotonic()
             if element is not None:
                 current = await _element(owner, element.ref)
                 if (current.role, current.name) != (element.role, element.name):
                     raise StaleTarget(f"{element.ref} is now {current.describe()}, not {element.describe()}; "
                                       "nothing was done")
-                target = page.locator(f"aria-ref={element.ref}")
-                if action == "click":
-                    await target.click()
+            if form is not None and (now := await _form(owner, element.ref if element else None, True)) != form:
+                what = element.describe() if element else "the focused field"
+                raise StaleTarget(f"the form behind {what} changed since this was asked (it "
+                                  f"{now.describe() if now else 'submits nothing now'}); nothing was done")
+            with owner.gate.opened(form):  # the action may send what it causes, until its navigations settled
+                if element is not None:
+                    target = page.locator(f"aria-ref={element.ref}")
+                    if action == "click":
+                        await target.click()
+                    else:
+                        await target.fill(text)
+                        if submit:
+                            await target.press("Enter")
                 else:
-                    await target.fill(text)
-                    if submit:
-                        await target.press("Enter")
-            else:
-                await page.keyboard.press(text)
-            with contextlib.suppress(self._Error):  # a click that starts no navigation is just done
-                await page.wait_for_load_state("load", timeout=self.settings.timeout_s * 1000)
-            await owner.navigations.settle(since, self.settings.timeout_s)
+                    await page.keyboard.press(text)
+                with contextlib.suppress(self._Error):  # a click that starts no navigation is just done
+                    await page.wait_for_load_state("load", timeout=self.settings.timeout_s * 1000)
+                await owner.navigations.settle(since, self.settings.timeout_s)
+                await owner.gate.quiet(self.settings.timeout_s)
             log.info("browser_act action=%s submit=%s", action, submit)
             return await _state(owner, since, None)
 
@@ -344,6 +369,16 @@ async def _element(owner: _Owner, ref: str) -> Element:
         raise StaleTarget(f"{ref} is not an element one can act on on the page now ({owner.page.url}); "
                           "take a new snapshot and use a ref it prints")
     return found
+
+
+async def _form(owner: _Owner, ref: str | None, submitting: bool) -> Form | None:
+    """The form `ref` (None: the focused element, which a key press acts on) submits, or None."""
+    if ref is None:
+        found = await owner.page.evaluate(f"(submitting) => ({FORM_OF})(document.activeElement, submitting)",
+                                          submitting)
+    else:
+        found = await owner.page.locator(f"aria-ref={ref}").evaluate(FORM_OF, submitting)
+    return Form.from_json(found) if found else None
 
 
 async def _state(owner: _Owner, since: float | None, response: Any) -> PageState:
@@ -362,22 +397,3 @@ def _first_line(exc: BaseException) -> str:
 def _dirname(key: str) -> str:
     safe = re.sub(r"[^A-Za-z0-9_.-]", "_", key)[:40]
     return f"{safe}-{hashlib.sha256(key.encode()).hexdigest()[:10]}"
-
-
-def _read_state(path: Path) -> dict[str, Any] | None:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as exc:  # a damaged profile costs its cookies, never the browser
-        log.warning("browser_profile_unreadable error=%s", type(exc).__name__)
-        return None
-
-
-def _write_state(path: Path, state: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = path.with_suffix(".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # cookies are credentials
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(state, f)
-    os.replace(tmp, path)

@@ -6,7 +6,8 @@ fetch/XHR, form posts, WebSockets — arrives here first as `CONNECT host:port` 
 request with an absolute URL (http, ws). Each is checked by the web toolset's `Guard` (host rules, then
 the private-network rule) and connected to the address the guard checked, so nothing resolves the name
 a second time (no DNS rebinding between check and connect). A refused connection gets a 403 naming the
-reason, and the refusal is recorded for the tool to report.
+reason, and the refusal is recorded for the tool to report. A plain-http request the browser's own gate
+did not see (`reads.SendGate`: a read sends only GET and HEAD, no WebSocket) is checked against it here.
 
 A connection's bytes only ever go to the address checked for its first request: a plain-http request
 is forwarded with `Connection: close`, and the client connection ends when the server's does. No proxy
@@ -20,6 +21,7 @@ import contextlib
 import logging
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from connectors.web.guard import BlockedURL, Guard
@@ -34,18 +36,28 @@ _HOP_HEADERS = {"connection", "keep-alive", "proxy-connection", "proxy-authoriza
 
 @dataclass(frozen=True)
 class Refusal:
-    """A request the guard refused: its URL (or `host:port` for a tunnel) and why."""
+    """A request refused: its URL (or `host:port` for a tunnel) and why. `sent` names what a page tried to
+    send while it was only read ("a form", "a beacon", ...); empty for a refusal of the guard."""
 
     url: str
     reason: str
     at: float  # time.monotonic()
+    sent: str = ""
+
+    def describe(self) -> str:
+        if self.sent:
+            verb = "open" if self.sent == "a WebSocket" else "send"
+            return f"this page tried to {verb} {self.sent} to {self.url}: blocked"
+        return f"{self.url}: {self.reason}"
 
 
 class GuardProxy:
     """One proxy server; `url` after `start()`. Keeps the last refusals (`refusals_since`)."""
 
-    def __init__(self, guard: Guard, *, connect_timeout_s: float = 20.0) -> None:
+    def __init__(self, guard: Guard, refuses_send: Callable[[str, bool], bool], *,
+                 connect_timeout_s: float = 20.0) -> None:
         self.guard = guard
+        self.refuses_send = refuses_send  # (method, is a WebSocket upgrade) -> refused now
         self.connect_timeout_s = connect_timeout_s
         self._refusals: deque[Refusal] = deque(maxlen=200)
         self._server: asyncio.Server | None = None
@@ -66,6 +78,9 @@ class GuardProxy:
             await asyncio.gather(*self._tasks, return_exceptions=True)
             await self._server.wait_closed()
             self._server = None
+
+    def record(self, refusal: Refusal) -> None:
+        self._refusals.append(refusal)
 
     def refusals_since(self, since: float) -> list[Refusal]:
         """The refusals recorded at or after `since` (a `time.monotonic()` value)."""
@@ -94,10 +109,13 @@ class GuardProxy:
                 shown, url = target, f"https://{target}/"
             else:
                 shown = url = target
+                if self._refused_send(method, target, lines[1:]):
+                    await _answer(writer, 403, "refused by Anyy: reading a page sends nothing")
+                    return
             try:
                 checked = await self.guard.check(url)
             except BlockedURL as exc:
-                self._refusals.append(Refusal(shown, str(exc), time.monotonic()))
+                self.record(Refusal(shown, str(exc), time.monotonic()))
                 log.info("browser_request_refused method=%s reason=%s", method, str(exc)[:200])
                 await _answer(writer, 403, f"refused by Anyy: {exc}")
                 return
@@ -109,6 +127,10 @@ class GuardProxy:
                 return
             if method == "CONNECT":
                 writer.write(b"HTTP/1.1 200 Connection Established\r\n\r\n")
+                first = await self._tunnel_start(reader, target)
+                if first is None:
+                    return
+                upstream.write(first)
             else:
                 upstream.write(_origin_form(method, checked.target, version, lines[1:]))
             await _pipe(reader, writer, up_reader, upstream)
@@ -118,6 +140,36 @@ class GuardProxy:
             for w in (writer, upstream):
                 if w is not None:
                     w.close()
+
+    def _refused_send(self, method: str, url: str, header_lines: list[str]) -> bool:
+        """Whether the request is one a read may not send (then it is recorded as refused)."""
+        upgrade = any(h.lower().startswith("upgrade:") for h in header_lines)
+        if not self.refuses_send(method, upgrade):
+            return False
+        sent = "a WebSocket" if upgrade else f"a {method} request"
+        self.record(Refusal(url, "reading a page sends nothing", time.monotonic(), sent))
+        log.info("browser_send_refused method=%s upgrade=%s", method, upgrade)
+        return True
+
+    async def _tunnel_start(self, reader: asyncio.StreamReader, target: str) -> bytes | None:
+        """A tunnel's first bytes, or None when they are a request a read may not send. Chromium tunnels
+        ws:// through CONNECT too, so its handshake arrives here in plain text (TLS starts with a
+        handshake record, 0x16, and stays opaque: its requests are the browser's own gate's to check)."""
+        try:
+            async with asyncio.timeout(HEAD_TIMEOUT_S):
+                first = await reader.read(_CHUNK)
+                if not first or first[0] == 0x16:
+                    return first
+                while b"\r\n\r\n" not in first and len(first) < MAX_HEAD and (more := await reader.read(_CHUNK)):
+                    first += more
+        except TimeoutError:
+            return None
+        lines = first.split(b"\r\n\r\n", 1)[0].decode("latin-1").split("\r\n")
+        method, _, rest = lines[0].partition(" ")
+        path = rest.partition(" ")[0]
+        upgrade = any(h.lower().startswith("upgrade:") for h in lines[1:])
+        url = f"{'ws' if upgrade else 'http'}://{target}{path if path.startswith('/') else '/'}"
+        return None if self._refused_send(method, url, lines[1:]) else first
 
 
 def _origin_form(method: str, target: str, version: str, header_lines: list[str]) -> bytes:

@@ -16,7 +16,7 @@ import secrets
 import string
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
@@ -35,7 +35,8 @@ Enqueue = Callable[[Outbound, str | None], Awaitable[int]]
 Wake = Callable[[str], None]
 MayDecide = Callable[[ApprovalRecord, str, str], Awaitable[bool]]  # (approval, actor, toolset) -> allowed
 ContextFor = Callable[[ApprovalRecord], Awaitable[ToolContext]]
-OnOutcome = Callable[[ApprovalRecord], Awaitable[None]]
+# (approval, the outside sources its execution read): the outcome event carries them (it taints, see `_run`)
+OnOutcome = Callable[[ApprovalRecord, list[str]], Awaitable[None]]
 
 PROMPT_PREVIEW_CHARS = 2500  # fits one Telegram message and one Slack block with the header and footer
 
@@ -182,14 +183,18 @@ class ApprovalService:
         if rec is None:
             return
         await checkpoints.reached("approval.claimed")
-        state, result = await self._run(rec)
+        sources: list[str] = []
+        state, result = await self._run(rec, sources)
         await checkpoints.reached("approval.ran")
         done = await self.repo.transition(approval_id, ("executing",), state, "anyy", result=result)
         log.info("approval_executed id=%s tool=%s state=%s", approval_id, rec.tool, state)
         if done is not None:
-            await self._finish(done)
+            await self._finish(done, sources)
 
-    async def _run(self, rec: ApprovalRecord) -> tuple[Literal["succeeded", "failed"], str]:
+    async def _run(self, rec: ApprovalRecord, sources: list[str]) -> tuple[Literal["succeeded", "failed"], str]:
+        """Run the stored call; the outside sources it read (an MCP answer, a server's refusal: whatever
+        the tool put in an untrusted block, in its result or its error) are left in `sources`, since the
+        outcome event that carries the result to the model is outside content like any other read."""
         tool = self.tools.get(rec.tool)
         if tool is None:
             return "failed", f"the tool {rec.tool} no longer exists"
@@ -200,17 +205,10 @@ class ApprovalService:
         try:
             args = tool.args_model.model_validate_json(rec.args_json)
             ctx = await self.context_for(rec)
-            if tool.effector is not None and rec.payload_json is not None:
-                # Exactly what the owner saw: the effect claims its target on this payload, no fresh read.
-                value = await tool.effector(ctx, args, json.loads(rec.payload_json))
-            elif rec.binding_sha256 is not None:
-                now_preview = await self._preview(ctx, tool, args)
-                if binding_hash(now_preview) != rec.binding_sha256:
-                    return "failed", "refused: what this approval showed has changed since (edited, or changed " \
-                                     "on the server); ask again for a new approval"
-                value = await tool.call(ctx, args)
-            else:
-                value = await tool.call(ctx, args)
+            try:
+                value = await self._call(ctx, tool, args, rec)
+            finally:
+                sources += ctx.external_sources
         except (ToolError, ValidationError) as exc:
             return "failed", str(exc)
         except Exception as exc:  # the outcome is known (it raised); report it, never retry
@@ -219,10 +217,23 @@ class ApprovalService:
         return "succeeded", value if isinstance(value, str) else dumps(
             value.model_dump(mode="json") if isinstance(value, BaseModel) else value)
 
+    async def _call(self, ctx: ToolContext, tool: Tool, args: BaseModel, rec: ApprovalRecord) -> Any:
+        """The stored call's tool run. Raises ToolError when its bound preview has changed since."""
+        if tool.effector is not None and rec.payload_json is not None:
+            # Exactly what the owner saw: the effect claims its target on this payload, no fresh read.
+            return await tool.effector(ctx, args, json.loads(rec.payload_json))
+        if rec.binding_sha256 is not None:
+            now_preview = await self._preview(ctx, tool, args)
+            if binding_hash(now_preview) != rec.binding_sha256:
+                raise ToolError("refused: what this approval showed has changed since (edited, or changed on the "
+                                "server); ask again for a new approval")
+        return await tool.call(ctx, args)
+
     # -- endings ----------------------------------------------------------------------------------
 
-    async def _finish(self, rec: ApprovalRecord) -> None:
-        """Edit the prompt to show the outcome, then let the session continue."""
+    async def _finish(self, rec: ApprovalRecord, sources: list[str] | None = None) -> None:
+        """Edit the prompt to show the outcome, then let the session continue (`sources`: the outside
+        content its execution read)."""
         mark = _DONE_MARK.get(rec.state, rec.state)
         by = f" by {rec.decided_by}" if rec.decided_by and rec.state in ("denied", "succeeded", "failed") else ""
         detail = f"\n{rec.result}" if rec.result and rec.state in ("failed", "unknown") else ""
@@ -232,7 +243,7 @@ class ApprovalService:
         for ref in rec.prompt_refs:
             await self.enqueue(Outbound(origin=rec.origin, text=text, edit_of_outbox_id=ref, preformatted=True),
                                f"approval:{rec.id}:edit:{rec.state}:{ref}")
-        await self.on_outcome(rec)
+        await self.on_outcome(rec, sources or [])
 
     async def expire(self, approval_id: str) -> None:
         done = await self.repo.transition(approval_id, ("pending",), "expired", "anyy")

@@ -38,6 +38,8 @@ from store.db import Store
 from store.records import AutomationRecord, AutomationRun, Origin, Outbound, iso, parse_iso, utcnow
 from toolsets.limits import NAME_CHARS
 from toolsets.schedule import (
+    HORIZON,
+    PAST_HORIZON,
     ActionModel,
     AutomationError,
     Once,
@@ -369,7 +371,12 @@ class AutomationService:
         return schedule.model_copy(update={"timezone": schedule.timezone or self.tz.key})
 
     def _first_run(self, schedule: ScheduleModel, now: datetime) -> datetime:
-        first = schedule.next_fire(now, None, self.tz)
+        try:
+            first = schedule.next_fire(now, None, self.tz)
+        except OverflowError:  # a wall time near year 9999 moved to UTC
+            raise AutomationError(PAST_HORIZON) from None
+        if first is not None and first - now > HORIZON:
+            raise AutomationError(PAST_HORIZON)
         if first is None:
             assert isinstance(schedule, Once)
             zone = schedule.zone(self.tz)

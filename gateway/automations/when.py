@@ -8,7 +8,9 @@
 A small grammar of regular expressions rather than a general date parser: it is fast to import, and what
 it accepts is exactly what its tests list. A time of day means its next occurrence; a weekday, the next
 one within 7 days (today, if the time is still ahead). A relative time is rounded *up* to the whole second,
-so a reminder never fires before the time it was set for.
+so a reminder never fires before the time it was set for. Nothing further ahead than 10 years
+(`toolsets.schedule.HORIZON`) is read: a phrase past it is refused by name, before any date arithmetic
+could overflow.
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
-from toolsets.schedule import resolve_local
+from toolsets.schedule import HORIZON, PAST_HORIZON, resolve_local
+
+_HORIZON_S = HORIZON.total_seconds()
 
 
 class WhenError(ValueError):
@@ -98,6 +102,8 @@ def parse_when(args: str, now: datetime, tz: ZoneInfo) -> When:
     if day is not None and day.evening and clock.hour < 12:
         clock = clock.replace(hour=clock.hour + 12)  # "tonight 8", "今晚8点"
     at = datetime.combine(day.date if day else today, clock)
+    if at - now.astimezone(tz).replace(tzinfo=None) > HORIZON:
+        raise WhenError(PAST_HORIZON)
     # Without a named date the time is the next one ahead: tomorrow's, or a weekday's in a week.
     if resolve_local(at, tz) <= now and (day is None or day.weekday):
         at += timedelta(days=7 if day else 1)
@@ -116,7 +122,10 @@ def _relative(text: str) -> tuple[timedelta, int] | None:
         if part is None:
             break
         unit = _UNITS[part["u"].lower()]
-        seconds += (_number(part["n"]) + (0.5 if part["half"] else 0)) * unit  # "一个半小时": 1.5 h
+        number = _number(part["n"])
+        if number > _HORIZON_S / unit:  # checked before the product: "九九…九天" is an int past any float
+            raise WhenError(PAST_HORIZON)
+        seconds += (number + (0.5 if part["half"] else 0)) * unit  # "一个半小时": 1.5 h
         units.append(unit)
         pos = part.end()
         if unit == 3600 and (tail := _TRAILING_MINUTES.match(text, pos)) is not None:
@@ -131,6 +140,8 @@ def _relative(text: str) -> tuple[timedelta, int] | None:
         return None  # "10 mangoes": not a duration after all
     if seconds <= 0:
         raise WhenError("the duration must be more than zero")
+    if seconds > _HORIZON_S:
+        raise WhenError(PAST_HORIZON)
     return timedelta(seconds=seconds), pos
 
 

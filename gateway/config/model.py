@@ -59,7 +59,8 @@ class ModelConfig(Section):
     base_url: str = ""
     api_key_env: str = "OPENAI_API_KEY"
     model: str = ""
-    timeout_s: float = Field(default=60, gt=0)
+    timeout_s: float = Field(default=60, gt=0)  # the wait for the answer, and between pieces of a stream
+    stream_max_s: float = Field(default=600, gt=0, description="a whole streamed answer")
     max_retries: int = Field(default=4, ge=0, le=10)
     fallback_model: str = ""
     max_tokens: int = Field(default=2048, gt=0)

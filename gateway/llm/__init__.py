@@ -20,9 +20,11 @@ def make_client(cfg: ModelConfig, api_key: str | None, *, backoff_base_s: float 
     args = (cfg.base_url, api_key, cfg.model, cfg.timeout_s, cfg.max_retries, cfg.max_tokens, cfg.fallback_model)
     if cfg.provider == "anthropic":
         return AnthropicClient(*args, api_key_env=cfg.api_key_env, backoff_base_s=backoff_base_s,
-                               thinking_budget=cfg.thinking.budget_tokens if cfg.thinking else 0)
+                               thinking_budget=cfg.thinking.budget_tokens if cfg.thinking else 0,
+                               stream_max_s=cfg.stream_max_s)
     return OpenAIClient(*args, api_key_env=cfg.api_key_env, backoff_base_s=backoff_base_s,
-                        max_tokens_field=cfg.max_tokens_field or None, reasoning_effort=cfg.reasoning_effort)
+                        stream_max_s=cfg.stream_max_s, max_tokens_field=cfg.max_tokens_field or None,
+                        reasoning_effort=cfg.reasoning_effort)
 
 
 __all__ = [

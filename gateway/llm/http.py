@@ -6,8 +6,9 @@ the request body for a model, and the reading of the response, whole or streamed
 
 Streaming keeps the retry semantics of a plain call up to the first piece of text: a failure before it is
 an ordinary failed attempt (retried, then the fallback model); a failure after it raises ModelCutOff,
-never a silent restart. `timeout_s` bounds the wait for the response and for each piece after it, not
-the whole stream: a long answer arriving steadily is not a stuck one.
+never a silent restart. `timeout_s` bounds the wait for the response and for each piece after it, and
+`stream_max_s` the whole stream: a long answer arriving steadily is not a stuck one, one dripping forever
+is. What is read is bounded too (gateway/llm/bounds.py): past a bound the answer is refused, not retried.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import abc
 import asyncio
 import contextlib
 import http
+import json
 import logging
 import socket
 import ssl
@@ -25,11 +27,13 @@ from typing import Any, Literal, Protocol, Self
 
 import httpx
 
+from connectors.bodies import read_at_most
 from connectors.http1 import Http1Transport
 from gateway.limits import escape_surrogates, replace_surrogates
+from gateway.llm.bounds import MAX_ANSWER_BYTES, MAX_ERROR_BYTES, STREAM_MAX_S, too_large
 from gateway.llm.errors import provider_words
 from gateway.llm.retry import RetryPolicy, TransientError, parse_retry_after, with_retries
-from gateway.llm.sse import sse_events, sse_lines
+from gateway.llm.sse import EventTooLarge, sse_events, sse_lines
 from gateway.llm.types import ChatMessage, ModelCutOff, ModelReply, ModelUnavailable, TextSink, ToolSchema
 from gateway.llm.wire import WireCache, encode
 
@@ -76,12 +80,14 @@ class HttpModelClient(abc.ABC):
         *,
         api_key_env: str = "",
         backoff_base_s: float = 0.5,
+        stream_max_s: float = STREAM_MAX_S,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.fallback_model = fallback_model
         self.max_tokens = max_tokens
         self.timeout_s = timeout_s
+        self.stream_max_s = stream_max_s
         self._api_key = api_key or None
         self._api_key_env = api_key_env
         self._policy = RetryPolicy(max_retries=max_retries, backoff_base_s=backoff_base_s)
@@ -174,22 +180,23 @@ class HttpModelClient(abc.ABC):
         started = False
         request = self._request(body)
         try:
-            try:
-                async with asyncio.timeout(self.timeout_s):
-                    response = await self._http.send(request, stream=True)
-            except (TimeoutError, httpx.TimeoutException):
-                raise TransientError(f"timed out after {self.timeout_s:g}s") from None
-            except httpx.TransportError as exc:
-                raise TransientError(_describe_transport_error(exc)) from None
-            try:
-                await self._check_stream_status(response)
-                async for event, data in self._events(response):
-                    text = reader.feed(event, data)
-                    if text:
-                        started = True
-                        await on_text(text)
-            finally:
-                await response.aclose()
+            async with asyncio.timeout(self.stream_max_s) as whole:
+                try:
+                    async with asyncio.timeout(self.timeout_s):
+                        response = await self._http.send(request, stream=True)
+                except (TimeoutError, httpx.TimeoutException):
+                    raise TransientError(f"timed out after {self.timeout_s:g}s") from None
+                except httpx.TransportError as exc:
+                    raise TransientError(_describe_transport_error(exc)) from None
+                try:
+                    await self._check_stream_status(response)
+                    async for event, data in self._events(response):
+                        text = reader.feed(event, data)
+                        if text:
+                            started = True
+                            await on_text(text)
+                finally:
+                    await response.aclose()
             if not reader.complete:
                 raise TransientError("the stream ended before the reply was complete")
         except TransientError as exc:
@@ -197,6 +204,13 @@ class HttpModelClient(abc.ABC):
                 log.warning("model_stream_cut url=%s model=%s cause=%r", self._where, model, exc.cause)
                 raise ModelCutOff(exc.cause) from None
             raise
+        except (TimeoutError, EventTooLarge) as exc:  # a bound of the whole answer: refused, never retried
+            if isinstance(exc, TimeoutError) and not whole.expired():
+                raise
+            cause = str(exc) if isinstance(exc, EventTooLarge) else \
+                f"the streamed answer took longer than {self.stream_max_s:g}s ([model] stream_max_s)"
+            log.warning("model_stream_bound url=%s model=%s cause=%r", self._where, model, cause)
+            raise ModelCutOff(cause) if started else ModelUnavailable(too_large(self._where, cause)) from None
         return reader.reply()
 
     async def _check_stream_status(self, response: httpx.Response) -> None:
@@ -204,12 +218,13 @@ class HttpModelClient(abc.ABC):
         status = response.status_code
         if status < 400:
             return
+        content = b""
         with contextlib.suppress(httpx.HTTPError):
-            await response.aread()
+            content, _ = await read_at_most(response, MAX_ERROR_BYTES)
         if status >= 500 or status in _RETRYABLE_4XX:
-            raise TransientError(self._status_text(response), parse_retry_after(response.headers))
+            raise TransientError(self._status_text(response, content), parse_retry_after(response.headers))
         raise ModelUnavailable(f"the model at {self._where} refused the request: "
-                               f"{self._status_text(response)}{self._hint(status)}")
+                               f"{self._status_text(response, content)}{self._hint(status)}")
 
     async def _events(self, response: httpx.Response) -> AsyncIterator[tuple[str, str]]:
         """The response's events; a broken or silent connection becomes a TransientError."""
@@ -225,21 +240,30 @@ class HttpModelClient(abc.ABC):
         """One POST. Returns the JSON body of a 2xx; raises TransientError or ModelUnavailable."""
         try:
             # httpx's timeout bounds each read; this bounds the whole exchange, so a server trickling
-            # bytes cannot hold a turn past timeout_s either.
+            # bytes cannot hold a turn past timeout_s either. The body is read as it arrives, up to its
+            # bound (an error's message is at its start).
             async with asyncio.timeout(self.timeout_s):
-                response = await self._http.send(self._request(body))
+                response = await self._http.send(self._request(body), stream=True)
+                try:
+                    limit = MAX_ANSWER_BYTES if response.status_code < 400 else MAX_ERROR_BYTES
+                    content, whole = await read_at_most(response, limit)
+                finally:
+                    await response.aclose()
         except (TimeoutError, httpx.TimeoutException):
             raise TransientError(f"timed out after {self.timeout_s:g}s") from None
         except httpx.TransportError as exc:
             raise TransientError(_describe_transport_error(exc)) from None
         status = response.status_code
         if status >= 500 or status in _RETRYABLE_4XX:
-            raise TransientError(self._status_text(response), parse_retry_after(response.headers))
+            raise TransientError(self._status_text(response, content), parse_retry_after(response.headers))
         if status >= 400:
             raise ModelUnavailable(f"the model at {self._where} refused the request: "
-                                   f"{self._status_text(response)}{self._hint(status)}")
+                                   f"{self._status_text(response, content)}{self._hint(status)}")
+        if not whole:
+            raise ModelUnavailable(too_large(self._where, f"it sent an answer larger than "
+                                                          f"{MAX_ANSWER_BYTES // (1024 * 1024)} MB"))
         try:
-            data = response.json()
+            data = json.loads(content)
         except ValueError:
             # A 2xx that is not JSON is usually a proxy or captive portal in the way; it may pass.
             raise TransientError(f"HTTP {status} with a body that is not JSON") from None
@@ -247,7 +271,7 @@ class HttpModelClient(abc.ABC):
             raise TransientError(f"HTTP {status} with a JSON body that is not an object")
         return data
 
-    def _status_text(self, response: httpx.Response) -> str:
+    def _status_text(self, response: httpx.Response, content: bytes) -> str:
         """Like "HTTP 503 Service Unavailable", then the server's own message if it gave one."""
         reason = response.reason_phrase or _REASONS.get(response.status_code, "")
         if not reason:
@@ -257,7 +281,7 @@ class HttpModelClient(abc.ABC):
                 reason = ""
         text = f"HTTP {response.status_code} {reason}".rstrip()
         # The provider's words, marked as theirs; a provider may echo the key or the URL it was called at.
-        message = provider_words(response.content, (self._api_key or "", self.base_url, self._where))
+        message = provider_words(content, (self._api_key or "", self.base_url, self._where))
         if message and message.lower() != reason.lower():
             text += f'; the provider says: "{message}"'
         return text

@@ -109,7 +109,7 @@ class Runtime:
 
     def resume(self, session_id: str, event: str, dedupe: str, tainted_by: Sequence[str] = ()) -> None:
         """Add an event (e.g. an approval outcome) to a session and let the model follow up once.
-        `tainted_by` names outside content the event carries (a helper's summary)."""
+        `tainted_by` names outside content the event carries (a helper's summary, what an approved call read)."""
         self._turns.spawn(self._follow_up(session_id, event, dedupe, list(tainted_by)))
 
     @property

@@ -64,8 +64,11 @@ def command_inbound(body: dict[str, Any]) -> tuple[Inbound, str] | None:
         return None
     words = str(body.get("text") or "").strip()
     text = from_mrkdwn(words).strip() if words else "help"
-    inbound = Inbound(surface=SURFACE, chat_id=str(channel), user_id=str(user), text=f"/{text.removeprefix('/')}",
-                      user_name=body.get("user_name"), is_group=not str(channel).startswith("D"))
+    # Typed in a channel, it is answered in the person's direct messages (a user id as channel opens them):
+    # the owner's reminders or a stranger's pairing code are never posted where others read.
+    chat = str(channel) if str(channel).startswith("D") else str(user)
+    inbound = Inbound(surface=SURFACE, chat_id=chat, user_id=str(user), text=f"/{text.removeprefix('/')}",
+                      user_name=body.get("user_name"))
     return inbound, f"slack:cmd:{body.get('trigger_id') or f'{channel}:{user}:{words}'}"
 
 

@@ -188,9 +188,13 @@ class SlackSurface(Surface):
                  request.headers.get("x-slack-retry-num", ["0"])[0], accepted)
 
     async def _on_command(self, ack: AsyncAck, body: dict[str, Any]) -> None:
-        """`/anyy …`: acknowledged at once (Slack allows 3 s), answered in the channel like a message."""
-        await ack()
+        """`/anyy …`: acknowledged at once (Slack allows 3 s), answered like a message in a DM; typed in a
+        channel, answered in the DM instead, which the acknowledgement (shown to that person only) says."""
         found = command_inbound(body)
+        if found is None or found[0].chat_id == body.get("channel_id"):
+            await ack()
+        else:
+            await ack(text="I answer `/anyy` in our direct messages, not in the channel.")
         if found is None:
             return
         assert self._gateway is not None
@@ -212,10 +216,12 @@ class SlackSurface(Surface):
         try:
             answer = await self._gateway.press(SURFACE, press.user_id, press.action, press.value, press.origin,
                                                press.is_group)
-            # Slack has no toast: the answer (a refusal, or the outcome) goes to the presser alone.
+            # Slack has no toast: the answer (a refusal, or the outcome) goes to the presser alone, as plain
+            # text like a toast (it may name a stranger as they named themselves: no markup, link or mention).
             if answer:
-                await self._client.chat_postEphemeral(channel=press.origin.chat_id, user=press.user_id,
-                                                      text=to_mrkdwn(answer), thread_ts=press.origin.thread_id)
+                await self._client.chat_postEphemeral(
+                    channel=press.origin.chat_id, user=press.user_id, text=escape(answer),
+                    blocks=message_blocks(answer, [], plain=True), thread_ts=press.origin.thread_id)
         except Exception:
             log.exception("slack_press_failed action=%s user=%s", press.action, press.user_id)
 

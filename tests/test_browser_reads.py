@@ -1,0 +1,103 @@
+"""Reading a page sends nothing: while no approved action runs, the owner's browser sends only GET and
+HEAD. A page that submits a form to another site on load, POSTs with fetch, sends a beacon or opens a
+WebSocket (from the page or from a worker) reaches nothing, and its snapshot says what it tried. An
+approved click sends what it causes, and nothing once it has ended. Real Chromium, local sites."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import aiohttp
+
+from connectors.browser import Browser, GuardProxy, PageState
+from connectors.browser.reads import SendGate
+from connectors.web import Guard
+from tests.fixtures.browser_site import BrowserSite
+
+OWNER = "console:owner"
+TRIED = {"form", "fetch", "put", "beacon", "ws", "worker", "worker-ws"}
+
+
+async def refused_when(browser: Browser, done: Callable[[PageState], bool]) -> PageState:
+    """The page's state once `done` holds of its refusals (a page acts on its own time), at most 15 s."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 15
+    while True:
+        state, _ = await browser.snapshot(OWNER)
+        if done(state):
+            return state
+        assert loop.time() < deadline, "\n".join(r.describe() for r in state.refused)
+        await asyncio.sleep(0.1)
+
+
+def via(state: PageState) -> set[str]:
+    return {r.url.rsplit("via=", 1)[-1] for r in state.refused if r.sent}
+
+
+async def test_a_page_that_only_is_read_sends_nothing_to_another_site(
+        make_browser: Callable[..., Browser], browser_site: BrowserSite) -> None:
+    browser = make_browser()
+    await browser.navigate(OWNER, browser_site.url("/cookie", host="127.0.0.2"))  # the owner's cookie there
+    await browser.navigate(OWNER, browser_site.url("/acts"))
+    state = await refused_when(browser, lambda s: via(s) >= TRIED)
+    assert browser_site.sunk == []
+    # the blocked form left the page where it was
+    assert (state.url, state.title) == (browser_site.url("/acts"), "Just reading")
+    sink = browser_site.url("/sink", host="127.0.0.2")
+    lines = {r.describe() for r in state.refused}
+    assert f"this page tried to send a form to {sink}?via=form: blocked" in lines, lines
+    assert f"this page tried to send a beacon to {sink}?via=beacon: blocked" in lines, lines
+    assert any(line.startswith("this page tried to open a WebSocket to ws://") for line in lines), lines
+    # Reading on (a snapshot, a scroll) still sends nothing.
+    await browser.scroll(OWNER, "down")
+    assert browser_site.sunk == []
+
+
+async def test_an_approved_click_sends_what_it_causes_and_nothing_after_it_ends(
+        make_browser: Callable[..., Browser], browser_site: BrowserSite) -> None:
+    browser = make_browser()
+    url = browser_site.url("/acts")
+    await browser.navigate(OWNER, url)
+    await refused_when(browser, lambda s: via(s) >= TRIED)
+    _, snap = await browser.snapshot(OWNER)
+    later = next(e for e in snap.elements.values() if e.name == "Later")
+    await browser.act(OWNER, url, "click", later)  # its onclick POSTs: what the owner approved
+    assert browser_site.sunk == [("POST", "late")]
+    # The same request from the page's own script, once the action has ended: blocked.
+    await browser._owners[OWNER].page.evaluate("document.querySelector('button').onclick()")
+    await refused_when(browser, lambda s: "late" in via(s))
+    assert browser_site.sunk == [("POST", "late")]
+
+
+async def test_the_guard_proxy_refuses_a_write_it_sees_unless_the_gate_is_open(browser_site: BrowserSite) -> None:
+    """What the browser's own routing does not see (a worker's ws://) arrives at the proxy in plain text."""
+    gate = SendGate()
+    proxy = GuardProxy(Guard(allow_private=True), gate.refuses)
+    await proxy.start()
+    sink = browser_site.url("/sink", host="127.0.0.2")
+    try:
+        async with aiohttp.ClientSession() as http:
+            async with http.post(f"{sink}?via=proxy", data=b"x", proxy=proxy.url) as shut:
+                assert shut.status == 403 and "reading a page sends nothing" in await shut.text()
+            async with http.get(f"{sink}?via=proxy-get", proxy=proxy.url) as read:
+                assert read.status == 204
+            with gate.opened():
+                async with http.post(f"{sink}?via=proxy-open", data=b"x", proxy=proxy.url) as opened:
+                    assert opened.status == 204
+    finally:
+        await proxy.aclose()
+    assert browser_site.sunk == [("GET", "proxy-get"), ("POST", "proxy-open")]
+    [refused] = proxy.refusals_since(0)
+    assert refused.describe() == f"this page tried to send a POST request to {sink}?via=proxy: blocked"
+
+
+async def test_a_page_cannot_start_a_shared_worker_whose_requests_the_gate_would_not_see(
+        make_browser: Callable[..., Browser], browser_site: BrowserSite) -> None:
+    browser = make_browser()
+    await browser.navigate(OWNER, browser_site.url("/acts"))
+    page = browser._owners[OWNER].page
+    assert await page.evaluate("typeof SharedWorker") == "undefined"
+    framed = "(() => { const f = document.createElement('iframe'); document.body.appendChild(f); " \
+             "return typeof f.contentWindow.SharedWorker; })()"
+    assert await page.evaluate(framed) == "undefined"
