@@ -1,0 +1,23 @@
+"""What a connector is given for an OAuth 2.0 account: a token provider, never a credential or the config.
+
+The gateway's account service (gateway/accounts) implements the provider: it returns a valid access token
+for one account and resource, refreshing it first when it is about to expire, and raises `SignInNeeded`
+when the account can no longer get one (revoked, expired refresh token, never signed in).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+TokenProvider = Callable[[], Awaitable[str]]
+"""An async callable returning a live access token (bearer) for one account and one resource."""
+
+
+class SignInNeeded(Exception):
+    """The account has no usable token. Its text is one line that says which command reconnects it; it
+    names the account, never a token."""
+
+    def __init__(self, account: str, reason: str) -> None:
+        super().__init__(f"account {account!r} needs signing in again ({reason}): run `anyy accounts add {account}`")
+        self.account = account
+        self.reason = reason
