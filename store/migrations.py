@@ -7,7 +7,7 @@ import sqlite3
 from sqlite_utils import Database
 from sqlite_utils.migrations import Migrations
 
-from store import search_index
+from store import accounts, search_index
 
 MIGRATIONS = Migrations("anyy")
 
@@ -391,6 +391,7 @@ def m015_claims(db: Database) -> None:
 
 
 MIGRATIONS()(search_index.m016_deferred_search_index)
+MIGRATIONS()(accounts.m017_accounts)
 
 
 def migrate(conn: sqlite3.Connection) -> None:
