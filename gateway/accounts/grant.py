@@ -7,13 +7,12 @@ token store (tokens.py). Secrets are `SecretStr` so that a repr, a log line or a
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
 
 from pydantic import BaseModel, SecretStr
 
-# The same type as gateway.config.accounts.Resource (Literal types compare by value); spelled out here so
-# this module imports nothing of the gateway.
-Resource = Literal["mail", "calendar"]
+from gateway.config.accounts import Resource
+
+__all__ = ["GrantRefused", "OAuthError", "Resource", "SignedIn", "TokenGrant"]
 
 
 class TokenGrant(BaseModel):
