@@ -112,7 +112,7 @@ def test_client_secret_comes_from_its_variable_only(monkeypatch: pytest.MonkeyPa
 
 @pytest.mark.sqlite_only
 @pytest.mark.parametrize("umask", [0o000, 0o022])
-def test_key_file_is_0600_from_creation(tmp_path: Path, umask: int) -> None:
+def test_key_file_is_0600_from_creation(tmp_path: Path, umask: int, monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[int] = []
     real_open = os.open
 
@@ -122,15 +122,13 @@ def test_key_file_is_0600_from_creation(tmp_path: Path, umask: int) -> None:
             seen.append(stat.S_IMODE(os.fstat(fd).st_mode))  # the mode the file was born with
         return fd
 
+    monkeypatch.setattr(os, "open", watching_open)
     old = os.umask(umask)
     try:
-        os.open = watching_open  # type: ignore[assignment]
-        try:
-            Vault(tmp_path / "data", "").encrypt("x")
-        finally:
-            os.open = real_open
+        Vault(tmp_path / "data", "").encrypt("x")
     finally:
         os.umask(old)
+        monkeypatch.undo()
     key_file = tmp_path / "data" / "secret.key"
     assert seen == [0o600]
     assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
