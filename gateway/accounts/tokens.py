@@ -71,7 +71,7 @@ class AccountTokens:
         self._locks: dict[str, asyncio.Lock] = {}
         self._claims = Claims(store)
         # Called after this process marked an account expired; the gateway tells the owners (app.py).
-        self.on_expired: Callable[[], Awaitable[None]] | None = None
+        self.on_expired: Callable[[], Awaitable[object]] | None = None
 
     # -- tokens -----------------------------------------------------------------------------------
 
