@@ -16,7 +16,7 @@ from gateway.accounts.grant import GrantRefused, OAuthError, SignedIn
 from gateway.accounts.loopback import RedirectRefused
 from gateway.accounts.providers import oauth_provider, sign_in
 from gateway.config.accounts import AccountConfig
-from tests.support.account_signin import account_fields, consent, land, link_in, secret_env
+from tests.support.account_signin import account_fields, consent, forget_devices, land, link_in, secret_env
 from tests.support.oauth_provider import GOOGLE_USER, MS_USER, OAuthFake
 
 
@@ -137,6 +137,7 @@ async def test_google_consent_denied_says_so(oauth: OAuthFake, google_secret: No
 
 
 async def test_microsoft_device_code_pending_then_slow_down_then_approved(oauth: OAuthFake) -> None:
+    forget_devices(oauth)
     owner = Owner()
     task = start(account(oauth, "microsoft"), owner)
     user_code = await asyncio.to_thread(oauth.wait_device)

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 import httpx
 
-from tests.support.oauth_provider import GOOGLE_CLIENT_ID, GOOGLE_CLIENT_SECRET, MS_CLIENT_ID
+from tests.support.oauth_provider import GOOGLE_CLIENT_ID, GOOGLE_CLIENT_SECRET, MS_CLIENT_ID, OAuthFake
 
 SECRET_ENV = "ANYY_TEST_GOOGLE_SECRET"
 LINK = re.compile(r"https://\S+")
@@ -70,3 +70,10 @@ async def land(address: str) -> httpx.Response:
     """Follow the redirect to the loopback listener, as a browser on the same machine does."""
     async with httpx.AsyncClient(timeout=30, trust_env=False) as http:
         return await http.get(address)
+
+
+def forget_devices(oauth: OAuthFake) -> None:
+    """Drop the device authorizations earlier tests left pending (the fake is the session's), so that
+    `oauth.wait_device()` answers with the one this test's sign-in asks for."""
+    with oauth.lock:
+        oauth.devices.clear()
