@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from connectors.imap import ImapConnection, Security, imap_date, mailbox, quote, searched, server_text
 from connectors.mailerrors import EmailError, network_error, scrubbed
 from connectors.mailparse import MailMessage, MailSummary, parse_message, summarize
-from connectors.oauth_token import SignInNeeded, TokenProvider
+from connectors.oauth_token import TokenProvider
 
 __all__ = ["EmailClient", "EmailError", "EmailSettings", "MailboxStatus", "SendResult"]
 
@@ -111,7 +111,8 @@ class EmailClient:
         self._smtp_where = f"SMTP server {settings.smtp_host}:{settings.smtp_port}"
 
     async def status(self) -> MailboxStatus:
-        """Check both servers (login included) and count the INBOX's messages; reports, never raises."""
+        """Check both servers (login included) and count the INBOX's messages; reports a failure, and
+        raises only `SignInNeeded` (an OAuth account that must be signed in again: one line says it all)."""
 
         async def counts(imap: aioimaplib.IMAP4) -> tuple[int, int]:
             response = await imap.status(mailbox("INBOX"), "(MESSAGES UNSEEN)")
@@ -125,13 +126,13 @@ class EmailClient:
         async def imap_check() -> tuple[str, tuple[int, int] | None]:
             try:
                 return "ok", await self._imap.run(counts)
-            except (EmailError, SignInNeeded) as exc:
+            except EmailError as exc:
                 return str(exc), None
 
         async def smtp_check() -> str:
             try:
                 smtp = await self._smtp_connect()
-            except (EmailError, SignInNeeded) as exc:
+            except EmailError as exc:
                 return str(exc)
             with suppress(aiosmtplib.SMTPException):
                 await smtp.quit()

@@ -188,9 +188,9 @@ async def email_status(ctx: ToolContext, account: OptStr = None) -> str:
     async def one(name: str) -> list[str]:
         try:
             _, client = await accounts.pick(name)
+            status = await client.status()
         except SignInNeeded as exc:
             return [str(exc)]
-        status = await client.status()
         lines = [f"Mailbox {status.account}: IMAP {status.imap}; SMTP {status.smtp}."]
         if status.messages is not None:
             lines.append(f"INBOX: {status.messages} messages, {status.unseen} unread.")
