@@ -124,8 +124,8 @@ async def test_microsoft_mail_signs_in_over_starttls_and_outlook_keeps_the_one_s
 
 def gmail_settings(oauth_mail: OAuthMail) -> EmailSettings:
     ports = oauth_mail.servers["google"]
-    return EmailSettings(imap_host="127.0.0.1", imap_port=ports.imap_port, smtp_host="127.0.0.1",
-                         smtp_port=ports.smtp_port, username=GMAIL, from_address=GMAIL)
+    return EmailSettings.model_validate({"imap_host": "127.0.0.1", "imap_port": ports.imap_port, "username": GMAIL,
+                                         "smtp_host": "127.0.0.1", "smtp_port": ports.smtp_port, "from_address": GMAIL})
 
 
 async def test_a_refused_token_is_asked_for_once_more_and_used_only_if_it_changed(
