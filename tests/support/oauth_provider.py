@@ -244,7 +244,7 @@ class OAuthFake:
         client = GOOGLE_CLIENT_ID if provider == "google" else MS_CLIENT_ID
         with self.lock:
             grant = Grant(provider, user or self.users[provider], client, set(scopes))
-            return self._mint(grant, scopes, refresh=True)
+            return self._mint(grant, scopes, refresh=True, first_resource=True)
 
     # ---- used by the resource servers ------------------------------------------------------------------
     def bearer(self, header_or_token: str | None) -> AccessToken | None:
