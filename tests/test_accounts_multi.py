@@ -1,0 +1,116 @@
+"""Several accounts at once (issue 37, item 6): a password mailbox ([email], the real test servers) beside a
+Gmail account over OAuth (the XOAUTH2-only fakes). Tools take an optional `account` (default: the first),
+email_status lists every account, the approval preview names the account a message goes from, a draft
+is sent from the account it was written in, and a guest gets no account at all."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gateway.access import Access
+from gateway.config import Config, parse_config
+from gateway.services.accounts import account_services
+from gateway.services.availability import availability
+from store.db import Store
+from tests.fixtures.mail import USER, SmtpRecorder
+from tests.support.account_signin import SECRET_ENV
+from tests.support.context import RecordingContext
+from tests.support.oauth_accounts import KEY, account, signed_in
+from tests.support.oauth_mail import OAuthMail
+from tests.support.oauth_provider import GOOGLE_CLIENT_SECRET, OAuthFake
+from tests.support.tls_ca import FakeCA
+from toolsets.base import Tool, ToolError
+from toolsets.email import email_draft, email_send, email_status
+from toolsets.registry import TOOLSETS
+
+GMAIL = "owner@gmail.example"
+
+
+async def call(tool: Tool, ctx: RecordingContext, **args: Any) -> Any:
+    return await tool.call(ctx, tool.args_model.model_validate(args))
+
+
+def config(tmp_path: Path, **sections: Any) -> Config:
+    cfg = parse_config({"store": {"path": str(tmp_path / "anyy.db")}, **sections})
+    cfg.data_dir = tmp_path / "data"
+    return cfg
+
+
+@pytest.fixture
+async def two(tmp_path: Path, store: Store, oauth: OAuthFake, oauth_mail: OAuthMail, email_section: dict[str, Any],
+              fake_ca: FakeCA, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A context with the password mailbox "default" first and the Gmail account "personal" second."""
+    monkeypatch.setenv("ANYY_SECRET_KEY", KEY)
+    monkeypatch.setenv(SECRET_ENV, GOOGLE_CLIENT_SECRET)
+    cfg = config(tmp_path, email=email_section, accounts={"personal": account("google", oauth, oauth_mail, ["email"])})
+    services = account_services(cfg, store)
+    await signed_in(services["accounts"], oauth, "personal", "google", GMAIL)
+    ctx = RecordingContext(store=store, services=services)
+    yield ctx
+    await services["email"].aclose()
+
+
+async def preview_and_send(ctx: RecordingContext, **args: Any) -> tuple[str, str]:
+    parsed = email_send.args_model.model_validate(args)
+    assert email_send.previewer is not None and email_send.effector is not None
+    shown = await email_send.previewer(ctx, parsed)
+    return shown.text, str(await email_send.effector(ctx, parsed, shown.payload))
+
+
+async def test_status_lists_both_accounts_and_each_send_names_its_account(
+        two: RecordingContext, oauth_mail: OAuthMail, smtp_recorder: SmtpRecorder) -> None:
+    status = await call(email_status, two)
+    assert status.startswith(f"Account default (the default):\n  Mailbox {USER}: IMAP ok; SMTP ok.")
+    assert f"Account personal (google):\n  Mailbox {GMAIL}: IMAP ok; SMTP ok." in status
+    assert (await call(email_status, two, account="personal")).startswith(f"Account personal (google):\n  Mailbox {GMAIL}")
+
+    shown, sent = await preview_and_send(two, to=["ann@example.org"], subject="From Gmail", body="Hi",
+                                         account="personal")
+    assert shown.startswith(f"Send this email from account personal (google):\n\nFrom: {GMAIL}\n")
+    assert sent.startswith('Sent "From Gmail"')
+    shown, _ = await preview_and_send(two, to=["ann@example.org"], subject="From work", body="Hi")
+    assert shown.startswith(f"Send this email from account default:\n\nFrom: {USER}\n")
+    assert [m.mail_from for m in oauth_mail.received] == [GMAIL]
+    assert [m.mail_from for m in smtp_recorder.received] == [USER]
+
+
+async def test_a_draft_is_sent_from_the_account_it_was_written_in(two: RecordingContext, oauth_mail: OAuthMail,
+                                                                  smtp_recorder: SmtpRecorder) -> None:
+    drafted = await call(email_draft, two, to=["bob@example.net"], subject="Plan", body="Draft text",
+                         account="personal")
+    draft_id = re.search(r"Draft (\w+) saved", drafted).group(1)  # type: ignore[union-attr]
+    assert f"From: {GMAIL}" in drafted
+    revised = await call(email_draft, two, draft_id=draft_id, body="Revised text")  # stays in its account
+    assert f"From: {GMAIL}" in revised
+    with pytest.raises(ToolError, match=f"draft {draft_id} was written in account 'personal'"):
+        await call(email_send, two, draft_id=draft_id, account="default")
+    shown, sent = await preview_and_send(two, draft_id=draft_id)
+    assert shown.startswith(f"Send this email (draft {draft_id}) from account personal (google):")
+    assert "Revised text" in shown and sent.startswith('Sent "Plan"')
+    assert [m.mail_from for m in oauth_mail.received] == [GMAIL] and smtp_recorder.received == []
+    with pytest.raises(ToolError, match="there is no account 'nope'; the accounts are: default, personal"):
+        await call(email_draft, two, to=["bob@example.net"], subject="x", body="y", account="nope")
+
+
+async def test_a_guest_gets_no_account_even_when_the_config_lists_the_toolsets(tmp_path: Path) -> None:
+    cfg = config(tmp_path, access={"guest_toolsets": ["tasks", "email", "calendar"]},
+                 accounts={"personal": {"provider": "google", "client_id": "x.apps.googleusercontent.com"}})
+    async with Store(tmp_path / "access.db") as store:
+        access = Access(store, cfg, TOOLSETS)
+        guest = [ts.name for ts in access.toolsets_for("guest", TOOLSETS)]
+        owner = [ts.name for ts in access.toolsets_for("owner", TOOLSETS)]
+    assert "tasks" in guest and "email" not in guest and "calendar" not in guest
+    assert not access.guest_may_use("email") and not access.guest_may_use("calendar")
+    assert {"email", "calendar"} <= set(owner)
+
+
+def test_an_account_serving_a_service_makes_its_toolset_present(tmp_path: Path) -> None:
+    mail_only = config(tmp_path, accounts={"work": {"provider": "microsoft", "client_id": "c", "services": ["email"]}})
+    avail = availability(mail_only)
+    assert "email" in avail and "calendar" not in avail
+    assert "[accounts.NAME]" in avail.why_absent("calendar")
+    assert "email" not in availability(config(tmp_path))
