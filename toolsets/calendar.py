@@ -201,12 +201,11 @@ async def calendar_status(ctx: ToolContext, account: OptStr = None) -> str:
     async def one(name: str) -> str:
         try:
             _, client = await accounts.pick(name)
-        except SignInNeeded as exc:
-            return str(exc)
-        try:
             calendars = await client.calendars(refresh=True)
             default = await client.calendar()
-        except (CalendarError, SignInNeeded) as exc:
+        except SignInNeeded as exc:
+            return str(exc)
+        except CalendarError as exc:
             return f"Calendar server {client.server}: not working: {exc}"
         names = [f"- {c.name}{' (new events go here)' if c == default else ''}" for c in calendars]
         head = f"Calendar server {client.server}, user {client.user or '(no login)'}: working. Calendars:"

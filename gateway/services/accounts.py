@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
 
 from pydantic import SecretStr
 
@@ -66,8 +65,8 @@ def oauth_email(tokens: AccountTokens, name: str, cfg: AccountConfig) -> Callabl
 
 def oauth_calendar(tokens: AccountTokens, name: str,
                    cfg: AccountConfig) -> Callable[[], Awaitable[CalendarClient | GraphCalendar]]:
-    """Opens the calendars of OAuth account `name`: Google's CalDAV from the signed-in address's principal
-    (`<caldav_url><address>/user`), or Microsoft Graph."""
+    """Opens the calendars of OAuth account `name`: Google's CalDAV with its bearer token, or Microsoft
+    Graph."""
 
     async def open_calendars() -> CalendarClient | GraphCalendar:
         address = await _address(tokens, name)
@@ -76,8 +75,9 @@ def oauth_calendar(tokens: AccountTokens, name: str,
             from connectors.graph_calendar import GraphCalendar
             return GraphCalendar(cfg.graph_url, address, token)
         from connectors.calendar import CalendarClient, CalendarSettings
-        principal = cfg.caldav_url.rstrip("/") + "/" + quote(address, safe="@") + "/user"
-        settings = CalendarSettings(url=principal, username=address, default_calendar="", timeout=30)
+        # Google's CalDAV root reports the principal of the token's user (the signed-in address), whose
+        # calendar home lists their calendars: the same discovery as any CalDAV server.
+        settings = CalendarSettings(url=cfg.caldav_url, username=address, default_calendar="", timeout=30)
         return CalendarClient(settings, token=token)
 
     return open_calendars
