@@ -19,10 +19,11 @@ from connectors.oauth_token import SignInNeeded
 from gateway.accounts import AccountTokens, account_tokens
 from gateway.accounts.grant import OAuthError, SignedIn, TokenGrant
 from gateway.accounts.vault import KEY_ENV
-from gateway.config import Config, parse_config
+from gateway.config import Config, load_config, parse_config
 from gateway.config.accounts import Resource
 from store.db import Store
-from tests.support.account_signin import account_fields, secret_env
+from tests.support.account_signin import account_fields, account_toml, secret_env
+from tests.support.cli import anyy, model_config
 from tests.support.oauth_provider import (
     GOOGLE_CALENDAR,
     GOOGLE_MAIL,
@@ -272,3 +273,27 @@ async def test_no_token_reaches_a_log_line_an_error_or_the_store_in_clear(
     assert "account_token_refreshed" in caplog.text  # the log was captured
     leaked = [t[:12] for t in seen if t in text]
     assert leaked == []
+
+
+async def test_doctor_shows_each_accounts_state_and_a_wrong_key(
+        oauth: OAuthFake, model: Any, home: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(KEY_ENV, raising=False)  # the key file in the data directory
+    monkeypatch.setenv("ANYY_HOME", home["ANYY_HOME"])
+    path = model_config(tmp_path, model, "".join(account_toml(NAME[p], p, oauth.base_url) for p in PROVIDERS))
+    cfg = load_config(path)
+    async with cfg.new_store() as store:
+        accounts = account_tokens(cfg, store)
+        await accounts.save_sign_in("personal", sign_in(oauth, "google"))
+        await accounts.save_sign_in("work", sign_in(oauth, "microsoft", left=timedelta(0)))
+        oauth.revoke(MS_USER)
+        with pytest.raises(SignInNeeded):
+            await accounts.token("work", "mail")
+    env = home | secret_env()
+    _, out, _ = await anyy("doctor", "--config", path, env=env)
+    assert f"✓ account: personal (google, {GOOGLE_USER}; email, calendar): connected\n" in out, out
+    assert (f"✗ account: work (microsoft, {MS_USER}; email, calendar): expired — run `anyy accounts add work`"
+            in out), out
+    assert "✗ accounts:" not in out
+    _, out, _ = await anyy("doctor", "--config", path, env=env | {KEY_ENV: Fernet.generate_key().decode()})
+    assert "✗ accounts: the account tokens in the store were encrypted with another key than $ANYY_SECRET_KEY" \
+        in out, out

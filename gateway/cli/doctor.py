@@ -117,7 +117,7 @@ async def _accounts(config: Config) -> list[tuple[str, str, str]]:
     except StoreError:
         return []  # the store line says why
     marks = {"connected": OK, "missing scopes": WARN}
-    lines = [(marks.get(s.state, BAD), f"account {s.name}", s.summary) for s in states]
+    lines = [(marks.get(s.state, BAD), "account", s.summary) for s in states]
     if key_problem:
         lines.append((BAD, "accounts", key_problem))
     return lines
