@@ -309,6 +309,7 @@ class Config(Section):
                     names.add(value)
 
         walk(self)
+        names.add("ANYY_SECRET_KEY")  # the key sealing the accounts' tokens (gateway/accounts/vault.py)
         return names | self.mcp.env_references()
 
 
