@@ -146,7 +146,7 @@ class OAuthRoutes:
     async def _token(self, provider: Provider, request: web.Request, tenant: str = "") -> web.Response:
         form = {k: v for k, v in (await request.post()).items() if isinstance(v, str)}
         grant_type = form.get("grant_type", "")
-        self.fake.calls[f"{provider}.token.{grant_type.rsplit(':', 1)[-1]}"] += 1
+        self.fake.count(f"{provider}.token.{grant_type.rsplit(':', 1)[-1]}")
         if failed := self._failure(f"{provider}.token"):
             return failed
         try:
@@ -246,7 +246,7 @@ class OAuthRoutes:
         return tenant
 
     async def ms_discovery(self, request: web.Request) -> web.Response:
-        self.fake.calls["microsoft.discovery"] += 1
+        self.fake.count("microsoft.discovery")
         try:
             tenant = self._tenant(request)
         except OAuthError as exc:
@@ -301,7 +301,7 @@ class OAuthRoutes:
                             "oauth.approve_device(user_code).</p>")
 
     async def ms_userinfo(self, request: web.Request) -> web.Response:
-        self.fake.calls["microsoft.userinfo"] += 1
+        self.fake.count("microsoft.userinfo")
         token = self.fake.bearer(request.headers.get("Authorization"))
         if token is None or token.resource != "graph":
             return web.json_response({"error": {"code": "InvalidAuthenticationToken",

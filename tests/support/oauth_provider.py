@@ -195,7 +195,12 @@ class OAuthFake:
             self._failures[key] = (status, body or {"error": "temporarily_unavailable",
                                                     "error_description": "The service is unavailable."})
 
+    def count(self, key: str) -> None:
+        with self.lock:
+            self.calls[key] += 1
+
     def take_failure(self, key: str) -> tuple[int, dict[str, Any]] | None:
+        """Count a request under `key`; the failure `fail_next` set for it, if any."""
         with self.lock:
             self.calls[key] += 1
             return self._failures.pop(key, None)
@@ -209,7 +214,8 @@ class OAuthFake:
     def revoke(self, user: str) -> int:
         """Revoke every grant of `user` (refresh and access tokens die); returns how many."""
         with self.lock:
-            grants = {id(g): g for g in self.refresh_tokens.values() if g.user == user and not g.revoked}
+            every = [*self.refresh_tokens.values(), *(t.grant for t in self.access_tokens.values())]
+            grants = {id(g): g for g in every if g.user == user and not g.revoked}
             for grant in grants.values():
                 grant.revoked = True
             return len(grants)
@@ -226,17 +232,15 @@ class OAuthFake:
     def _pending_device(self) -> DeviceAuth | None:
         return next((d for d in reversed(self.devices.values()) if d.state == "pending"), None)
 
-    def approve_device(self, user_code: str, user: str | None = None) -> None:
-        self._decide_device(user_code, "approved", user or self.users["microsoft"])
-
-    def decline_device(self, user_code: str) -> None:
-        self._decide_device(user_code, "declined", "")
-
-    def _decide_device(self, user_code: str, state: Literal["approved", "declined"], user: str) -> None:
+    def approve_device(self, user_code: str, user: str | None = None, *, approve: bool = True) -> None:
+        """The user enters `user_code` at the verification page and approves (or declines)."""
         with self.lock:
             device = next(d for d in self.devices.values() if d.user_code == user_code)
             assert device.state == "pending", device.state
-            device.state, device.user = state, user
+            device.state, device.user = ("approved", user or self.users["microsoft"]) if approve else ("declined", "")
+
+    def decline_device(self, user_code: str) -> None:
+        self.approve_device(user_code, approve=False)
 
     def issue(self, provider: Provider, scopes: list[str], user: str | None = None) -> Issued:
         """A grant minted without a sign-in: an access token for the scopes' (first) resource and a
