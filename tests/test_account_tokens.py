@@ -6,6 +6,7 @@ residents need a token at the same moment, expired with one notice per owner whe
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -24,6 +25,7 @@ from gateway.config.accounts import Resource
 from store.db import Store
 from tests.support.account_signin import account_fields, account_toml, secret_env
 from tests.support.cli import anyy, model_config
+from tests.support.model_wire import reply, tool_call
 from tests.support.oauth_provider import (
     GOOGLE_CALENDAR,
     GOOGLE_MAIL,
@@ -297,3 +299,24 @@ async def test_doctor_shows_each_accounts_state_and_a_wrong_key(
     _, out, _ = await anyy("doctor", "--config", path, env=env | {KEY_ENV: Fernet.generate_key().decode()})
     assert "✗ accounts: the account tokens in the store were encrypted with another key than $ANYY_SECRET_KEY" \
         in out, out
+
+
+async def test_a_tool_on_an_expired_account_says_the_command_and_the_model_never_sees_a_token(
+        oauth: OAuthFake, env: None, tmp_path: Path, backend: Backend, start_console: Any, model: Any) -> None:
+    cfg = make_config(tmp_path, backend, oauth, model={"base_url": model.url_openai, "model": "fake-1"})
+    harness = await start_console(cfg)
+    accounts: AccountTokens = harness.gw.services["accounts"]
+    signed = sign_in(oauth, "microsoft", left=timedelta(0))
+    await accounts.save_sign_in("work", signed)
+    oauth.revoke(MS_USER)
+    model.script(tool_call("calendar_list", {"start": "2026-12-07T00:00", "end": "2026-12-14T00:00",
+                                             "account": "work"}), reply("Done."))
+    await harness.say("What is on my work calendar this week?")
+    result = next(m["content"] for m in model.requests[1].messages if m["role"] == "tool")
+    assert "`anyy accounts add work`" in result, result
+    sent = json.dumps([r.body for r in model.requests])
+    with oauth.lock:
+        issued = set(oauth.refresh_tokens) | set(oauth.access_tokens)
+    assert issued and not [t[:12] for t in issued if t in sent]
+    audit = await harness.gw.store.run(lambda db: repr(db.execute("SELECT * FROM audit").fetchall()))
+    assert not [t[:12] for t in issued if t in audit]
