@@ -1,7 +1,8 @@
 """Several accounts at once (issue 37, item 6): a password mailbox ([email], the real test servers) beside a
-Gmail account over OAuth (the XOAUTH2-only fakes). Tools take an optional `account` (default: the first),
-email_status lists every account, the approval preview names the account a message goes from, a draft
-is sent from the account it was written in, and a guest gets no account at all."""
+Gmail account over OAuth (the XOAUTH2-only fakes), and a password CalDAV calendar (Radicale) beside a
+Microsoft calendar (the Graph fake). Tools take an optional `account` (default: the first), the status
+tools list every account, the approval preview names the account a message goes from or an event is
+written to, a draft is sent from the account it was written in, and a guest gets no account at all."""
 
 from __future__ import annotations
 
@@ -16,14 +17,17 @@ from gateway.config import Config, parse_config
 from gateway.services.accounts import account_services
 from gateway.services.availability import availability
 from store.db import Store
+from tests.fixtures.caldav import CalDAVServer
 from tests.fixtures.mail import USER, SmtpRecorder
 from tests.support.account_signin import SECRET_ENV
 from tests.support.context import RecordingContext
+from tests.support.graph_fake import GraphFake
 from tests.support.oauth_accounts import KEY, account, signed_in
 from tests.support.oauth_mail import OAuthMail
 from tests.support.oauth_provider import GOOGLE_CLIENT_SECRET, OAuthFake
 from tests.support.tls_ca import FakeCA
 from toolsets.base import Tool, ToolError
+from toolsets.calendar import calendar_create, calendar_list, calendar_status
 from toolsets.email import email_draft, email_send, email_status
 from toolsets.registry import TOOLSETS
 
@@ -95,6 +99,38 @@ async def test_a_draft_is_sent_from_the_account_it_was_written_in(two: Recording
     assert [m.mail_from for m in oauth_mail.received] == [GMAIL] and smtp_recorder.received == []
     with pytest.raises(ToolError, match="there is no account 'nope'; the accounts are: default, personal"):
         await call(email_draft, two, to=["bob@example.net"], subject="x", body="y", account="nope")
+
+
+async def test_two_calendar_accounts_each_write_names_its_account(
+        tmp_path: Path, store: Store, oauth: OAuthFake, graph: GraphFake, caldav_server: CalDAVServer,
+        fresh_calendar: str, fake_ca: FakeCA, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANYY_SECRET_KEY", KEY)
+    monkeypatch.setenv("ANYY_TEST_CAL_PASSWORD", caldav_server.password)
+    user = "multi-cal@contoso.example"
+    cfg = config(tmp_path, calendar={"url": fresh_calendar, "username": caldav_server.username, "name": "home",
+                                     "password_env": "ANYY_TEST_CAL_PASSWORD"},
+                 accounts={"work": account("microsoft", oauth, services=["calendar"], graph_url=graph.url)})
+    services = account_services(cfg, store)
+    await signed_in(services["accounts"], oauth, "work", "microsoft", user)
+    ctx = RecordingContext(store=store, services=services)
+    try:
+        status = await call(calendar_status, ctx)
+        assert status.startswith(f"Account home (the default):\nCalendar server {caldav_server.url.rstrip('/')}")
+        assert f"Account work (microsoft):\nCalendar server {oauth.base_url}, user {user}: working." in status
+        parsed = calendar_create.args_model.model_validate({"title": "Planning", "start": "2026-12-09T14:00",
+                                                            "account": "work"})
+        assert calendar_create.previewer is not None and calendar_create.effector is not None
+        shown = await calendar_create.previewer(ctx, parsed)
+        assert shown.text.startswith("Create an event in Calendar (account work (microsoft)):")
+        await calendar_create.effector(ctx, parsed, shown.payload)
+        assert [e["subject"] for e in graph.events(user)] == ["Planning"]
+        at_home = (await calendar_create.previewer(ctx, calendar_create.args_model.model_validate(
+            {"title": "Dinner", "start": "2026-12-09T19:00"}))).text
+        assert at_home.startswith("Create an event in Scratch ") and "(account home):" in at_home.splitlines()[0]
+        assert "Planning" in await call(calendar_list, ctx, start="2026-12-09", end="2026-12-09", account="work")
+        assert "Planning" not in await call(calendar_list, ctx, start="2026-12-09", end="2026-12-09")
+    finally:
+        await services["calendar"].aclose()
 
 
 async def test_a_guest_gets_no_account_even_when_the_config_lists_the_toolsets(tmp_path: Path) -> None:
