@@ -52,14 +52,16 @@ def reconnect_command(name: str) -> str:
     return f"anyy accounts add {name}"
 
 
-def missing_scopes(cfg: AccountConfig, granted: list[str]) -> list[str]:
-    """The scopes the configured services need that `granted` lacks (none when the provider did not say)."""
+def missing_scopes(cfg: AccountConfig, granted: list[str], services: list[Service] | None = None) -> list[str]:
+    """The scopes the account's services (or `services`) need that `granted` lacks (none when the provider
+    did not say)."""
     if not granted:
         return []
+    services = cfg.services if services is None else services
     if cfg.provider == "microsoft":
         have = {g.rsplit("/", 1)[-1].lower() for g in granted}
-        return [s for svc in cfg.services for s in REQUIRED_SCOPES["microsoft"][svc] if s.lower() not in have]
-    return [s for svc in cfg.services for s in REQUIRED_SCOPES["google"][svc] if s not in granted]
+        return [s for svc in services for s in REQUIRED_SCOPES["microsoft"][svc] if s.lower() not in have]
+    return [s for svc in services for s in REQUIRED_SCOPES["google"][svc] if s not in granted]
 
 
 def account_state(name: str, cfg: AccountConfig, row: AccountRow | None) -> AccountState:

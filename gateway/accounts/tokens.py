@@ -29,7 +29,7 @@ from gateway.accounts.providers import OAuthProvider, oauth_provider
 from gateway.accounts.state import AccountState, account_state, missing_scopes
 from gateway.accounts.vault import Vault, VaultError
 from gateway.config import AccountConfig, Config
-from gateway.config.accounts import Resource
+from gateway.config.accounts import Resource, Service
 from store import accounts as rows
 from store.claims import Claims
 from store.leases import LEASE_S
@@ -46,7 +46,7 @@ CLAIM_POLL_S = 0.1  # how often a resident waiting behind another one's refresh 
 CLAIM_WAIT_S = 2 * LEASE_S  # beyond this the other refresh is stuck (its lease lapses after LEASE_S)
 
 REFUSED = "its provider refused the sign-in: access revoked or expired"
-_SERVICE = {"mail": "email", "calendar": "calendar"}
+_SERVICE: dict[Resource, Service] = {"mail": "email", "calendar": "calendar"}
 
 
 @dataclass
@@ -111,35 +111,32 @@ class AccountTokens:
             current = await self.store.run(functools.partial(self._read, account, resource))
             if current.access is not None:
                 return current.access
-            try:
-                grant = await self._provider(cfg, account).refresh(current.refresh, resource)
-            except GrantRefused:
-                if not await self._expire(account, current):
-                    # Not the token the store holds now (rotated meanwhile by a resident whose claim
-                    # lapsed), or another process expired it first: the store decides.
-                    return await self._after_refused(account, resource, current)
-                raise SignInNeeded(account, REFUSED) from None
-            except OAuthError:
-                if current.usable is None:
-                    raise
-                log.warning("account_refresh_failed account=%s resource=%s using=current_token", account, resource)
-                return current.usable
+            grant = None
+            for retry in (True, False):
+                try:
+                    grant = await self._provider(cfg, account).refresh(current.refresh, resource)
+                    break
+                except GrantRefused:
+                    if await self._expire(account, current) or not retry:
+                        raise SignInNeeded(account, REFUSED) from None
+                    # The store holds another refresh token than the one refused (rotated by a resident
+                    # whose claim lapsed, or a new sign-in): once more with that one.
+                    current = await self.store.run(functools.partial(self._read, account, resource))
+                    if current.access is not None:
+                        return current.access
+                except OAuthError:
+                    if current.usable is None:
+                        raise
+                    log.warning("account_refresh_failed account=%s resource=%s using=current_token", account,
+                                resource)
+                    return current.usable
+            assert grant is not None  # the loop either broke with a grant or left by raise/return
             await self.store.run(functools.partial(self._save_refresh, account, resource, current.generation, grant))
             log.info("account_token_refreshed account=%s resource=%s rotated=%s", account, resource,
                      grant.refresh_token is not None)
             return grant.access_token.get_secret_value()
         finally:
             await self._claims.release(claim)
-
-    async def _after_refused(self, account: str, resource: Resource, refused: _Current) -> str:
-        current = await self.store.run(functools.partial(self._read, account, resource))  # SignInNeeded if expired
-        if current.access is not None:
-            return current.access
-        if current.refresh_sealed == refused.refresh_sealed:
-            raise SignInNeeded(account, REFUSED)
-        grant = await self._provider(self.configs[account], account).refresh(current.refresh, resource)
-        await self.store.run(functools.partial(self._save_refresh, account, resource, current.generation, grant))
-        return grant.access_token.get_secret_value()
 
     def _read(self, account: str, resource: Resource, db: Any) -> _Current:
         """On the store thread: the account's row, its tokens decrypted (or SignInNeeded)."""
@@ -153,8 +150,7 @@ class AccountTokens:
         if row.provider != cfg.provider:
             raise SignInNeeded(account, f"signed in to {row.provider}, configured for {cfg.provider}")
         service = _SERVICE[resource]
-        lacking = missing_scopes(cfg.model_copy(update={"services": [service]}), row.scopes)
-        if lacking:
+        if missing_scopes(cfg, row.scopes, [service]):
             raise SignInNeeded(account, f"the sign-in did not grant {service} access")
         try:
             left = parse_iso(access.expires_at) - self.store.now() if access is not None else timedelta(0)
