@@ -50,12 +50,13 @@ def redirected(http: httpx.Client, url: str) -> dict[str, str]:
     return {k: v[0] for k, v in parse_qs(urlsplit(location).query).items()}
 
 
-def google_code(oauth: OAuthFake, http: httpx.Client, verifier: str, *, offline: bool = True,
+def google_code(oauth: OAuthFake, http: httpx.Client, verifier: str, *, offline: bool = True, prompt: str = "consent",
                 scopes: tuple[str, ...] = (GOOGLE_MAIL, GOOGLE_CALENDAR, "openid", "email")) -> str:
     state = secrets.token_urlsafe(8)
     params = {"client_id": GOOGLE_CLIENT_ID, "redirect_uri": REDIRECT, "response_type": "code",
               "scope": " ".join(scopes), "state": state, "code_challenge": s256(verifier),
-              "code_challenge_method": "S256", **({"access_type": "offline"} if offline else {})}
+              "code_challenge_method": "S256", **({"access_type": "offline"} if offline else {}),
+              **({"prompt": prompt} if prompt else {})}
     answer = redirected(http, str(httpx.URL(f"{oauth.base_url}/o/oauth2/v2/auth", params=params)))
     assert answer["state"] == state
     return answer["code"]
@@ -115,10 +116,16 @@ def test_google_refuses_a_wrong_verifier_a_replayed_code_and_a_missing_secret(oa
     assert other_redirect.json()["error"] == "invalid_grant"
 
 
-def test_google_offline_access_is_needed_for_a_refresh_token(oauth: OAuthFake, http: httpx.Client) -> None:
+def test_google_refresh_tokens_need_offline_access_and_consent_again(oauth: OAuthFake, http: httpx.Client) -> None:
+    oauth.users["google"] = "reconsent@gmail.example"
     verifier = secrets.token_urlsafe(48)
     body = google_redeem(oauth, http, google_code(oauth, http, verifier, offline=False), verifier).json()
     assert "access_token" in body and "refresh_token" not in body
+    # consented before: Google gives a new refresh token only when the consent screen is shown again
+    body = google_redeem(oauth, http, google_code(oauth, http, verifier, prompt=""), verifier).json()
+    assert "refresh_token" not in body
+    body = google_redeem(oauth, http, google_code(oauth, http, verifier, prompt="consent"), verifier).json()
+    assert body["refresh_token"]
 
 
 def test_google_granular_consent_and_denial(oauth: OAuthFake, http: httpx.Client) -> None:

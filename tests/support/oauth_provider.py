@@ -15,9 +15,10 @@ What a test can rely on and drive (every method is thread-safe: the server runs 
   `device_interval` (1 here; the providers say 5). `expire_access_tokens()` ends every live access
   token now; `revoke(user)` ends a user's grants as if revoked in the account's security page.
 - Google: the token endpoint keeps the refresh token (none in a refresh answer); a refresh token is only
-  issued when the authorize request said `access_type=offline`; one access token covers all the grant's
-  scopes. Microsoft: every refresh answer carries a NEW refresh token and the one used dies; an access
-  token is for one resource (Outlook or Graph); asking for two in one refresh is `invalid_scope`
+  issued when the authorize request said `access_type=offline`, and for a user who consented to the
+  client before (since the last `reset()`) only with `prompt=consent`; one access token covers all the
+  grant's scopes. Microsoft: every refresh answer carries a NEW refresh token and the one used dies; an
+  access token is for one resource (Outlook or Graph); asking for two in one refresh is `invalid_scope`
   (AADSTS28000), asking beyond the consent is `invalid_grant` (AADSTS65001).
 - Codes are single use; a replayed code is `invalid_grant` and revokes what it issued (RFC 6749 10.5).
 - Device flow: `wait_device()` blocks until a client asked for a device code and returns its user code;
@@ -172,6 +173,7 @@ class OAuthFake:
         self.refresh_tokens: dict[str, Grant] = {}
         self.access_tokens: dict[str, AccessToken] = {}
         self.calls: Counter[str] = Counter()
+        self.consented: set[tuple[str, str]] = set()  # (user, client) pairs that consented before
         self._failures: dict[str, tuple[int, dict[str, Any]]] = {}
         self.reset()
 
@@ -181,6 +183,7 @@ class OAuthFake:
             self.users: dict[Provider, str] = {"google": GOOGLE_USER, "microsoft": MS_USER}
             self.deny = False
             self.withhold: set[str] = set()
+            self.consented.clear()
             self.access_lifetime = 3600.0
             self.code_lifetime = 600.0
             self.device_lifetime = 900.0
@@ -292,7 +295,10 @@ class OAuthFake:
         with self.lock:
             granted = {s for s in scopes if s not in self.withhold}
             grant = Grant(provider, self.users[provider], q["client_id"], granted)
-            offline = q.get("access_type") == "offline" if provider == "google" else "offline_access" in granted
+            first = (grant.user, grant.client_id) not in self.consented
+            self.consented.add((grant.user, grant.client_id))
+            offline = (q.get("access_type") == "offline" and (first or "consent" in q.get("prompt", "").split())
+                       if provider == "google" else "offline_access" in granted)
             code = Code(secrets.token_urlsafe(24), grant, q["client_id"], q["redirect_uri"],
                         q.get("code_challenge"), method, offline, q.get("nonce"), time.time() + self.code_lifetime)
             self.codes[code.value] = code
