@@ -137,9 +137,11 @@ def test_graph_events_carry_etags_and_a_stale_if_match_is_refused(oauth: OAuthFa
     auth = graph_token(oauth)
     body = {"subject": "Dentist", "start": {"dateTime": "2025-03-12T15:00:00", "timeZone": "Europe/Berlin"},
             "end": {"dateTime": "2025-03-12T15:45:00", "timeZone": "Europe/Berlin"}}
-    created = http.post(f"{graph.url}/me/events", json=body, headers=auth)
+    created = http.post(f"{graph.url}/me/events", json=body | {"transactionId": "t-dentist"}, headers=auth)
     assert created.status_code == 201
     event = created.json()
+    retried = http.post(f"{graph.url}/me/events", json=body | {"transactionId": "t-dentist"}, headers=auth)
+    assert retried.json()["id"] == event["id"]  # the same transactionId: no twin
     url, etag = f"{graph.url}/me/events/{event['id']}", event["@odata.etag"]
 
     moved = http.patch(url, json={"subject": "Dentist (moved)"}, headers={**auth, "If-Match": etag})

@@ -7,7 +7,8 @@
            recurring series expanded (type "occurrence", seriesMasterId), 10 per page unless $top, with
            @odata.nextLink; times in UTC or in the zone of `Prefer: outlook.timezone="..."`
            (answered with Preference-Applied); all-day events at midnight of that zone, isAllDay true
-    POST   /me/events, /me/calendar/events, /me/calendars/{id}/events           201 with the event
+    POST   /me/events, /me/calendar/events, /me/calendars/{id}/events           201 with the event; a
+           repeated transactionId returns the event it created before (Graph's retry guard)
     GET|PATCH|DELETE /me/events/{id} (also under /me/calendars/{id}/)           If-Match: the event's
            @odata.etag (none or "*": last writer wins); a stale one gets 412 ErrorIrresolvableConflict.
            An occurrence's id can be read or DELETEd (that occurrence is cancelled); PATCH edits whole series
@@ -299,6 +300,10 @@ class GraphFake:
     def _create(self, user: str, calendar_id: str, data: dict[str, Any]) -> Event:
         self.calendars(user)
         self._validate(data)
+        if tid := data.get("transactionId"):  # Graph's guard against a retried POST creating a twin
+            twin = next((e for e in self.store[user].values() if e.data.get("transactionId") == tid), None)
+            if twin is not None:
+                return twin
         organizer = {"emailAddress": {"name": "Owner Example", "address": user}}
         event = Event(f"AAMkAGI2EV-{uuid.uuid4().hex}", calendar_id, {"organizer": organizer, **data})
         self.store[user][event.id] = event
@@ -354,6 +359,7 @@ class GraphFake:
                "location": data.get("location") or {"displayName": ""}, "attendees": data.get("attendees", []),
                "organizer": data.get("organizer"),
                "start": shown(start), "end": shown(end),
+               "transactionId": data.get("transactionId"),
                "originalStartTimeZone": data["start"].get("timeZone", "UTC"),
                "originalEndTimeZone": data["end"].get("timeZone", "UTC"),
                "recurrence": data.get("recurrence") if key is None else None,
