@@ -396,6 +396,5 @@ MIGRATIONS()(accounts.m017_accounts)
 
 def migrate(conn: sqlite3.Connection) -> None:
     """Apply the pending migrations; the file's `user_version` says how many are (`Store` reads it)."""
-    db = Database(conn)
-    MIGRATIONS.apply(db)
+    MIGRATIONS.apply(db := Database(conn))
     conn.execute(f"PRAGMA user_version = {len(MIGRATIONS.applied(db))}")
