@@ -37,11 +37,10 @@ import secrets
 import threading
 import time
 from collections import Counter
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import urlsplit
 
-Provider = Literal["google", "microsoft"]
+from tests.support.oauth_records import AccessToken, Client, Code, DeviceAuth, Grant, Issued, OAuthError, Provider
 
 GOOGLE_CLIENT_ID = "1234-anyytest.apps.googleusercontent.com"
 GOOGLE_CLIENT_SECRET = "GOCSPX-anyy-test-secret"
@@ -64,14 +63,6 @@ _OUTLOOK = "https://outlook.office.com/"
 _GRAPH = "https://graph.microsoft.com/"
 
 
-class OAuthError(Exception):
-    """An error answer: `status` and the documented JSON body."""
-
-    def __init__(self, error: str, description: str, status: int = 400) -> None:
-        super().__init__(f"{error}: {description}")
-        self.error, self.description, self.status = error, description, status
-
-
 def ms_resource(scope: str) -> str | None:
     """The Microsoft resource a scope belongs to ("outlook" / "graph"), None for the OIDC scopes."""
     if scope in OIDC_SCOPES:
@@ -91,74 +82,6 @@ def s256(verifier: str) -> str:
 def loopback(uri: str) -> bool:
     parts = urlsplit(uri)
     return parts.scheme == "http" and parts.hostname in {"127.0.0.1", "localhost", "::1"}
-
-
-@dataclass
-class Client:
-    client_id: str
-    provider: Provider
-    secret: str | None  # None: a public client
-
-
-@dataclass
-class Grant:
-    provider: Provider
-    user: str
-    client_id: str
-    scopes: set[str]
-    revoked: bool = False
-
-
-@dataclass
-class AccessToken:
-    token: str
-    grant: Grant
-    scopes: frozenset[str]
-    resource: str  # "google", "outlook" or "graph"
-    expires_at: float
-
-    @property
-    def user(self) -> str:
-        return self.grant.user
-
-
-@dataclass
-class Code:
-    value: str
-    grant: Grant
-    client_id: str
-    redirect_uri: str
-    challenge: str | None
-    method: str
-    offline: bool
-    nonce: str | None
-    expires_at: float
-    used: bool = False
-    issued: list[str] = field(default_factory=list)  # refresh tokens minted from it, revoked on a replay
-
-
-@dataclass
-class DeviceAuth:
-    device_code: str
-    user_code: str
-    client_id: str
-    scopes: list[str]
-    expires_at: float
-    interval: int
-    last_poll: float = 0.0
-    state: Literal["pending", "approved", "declined", "redeemed"] = "pending"
-    user: str = ""
-
-
-@dataclass
-class Issued:
-    """What a token endpoint answered, as plain values (for `issue()` and the HTTP layer)."""
-
-    access_token: str
-    expires_in: int
-    scopes: list[str]
-    refresh_token: str | None
-    user: str
 
 
 class OAuthFake:
