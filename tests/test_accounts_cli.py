@@ -153,7 +153,10 @@ async def test_ctrl_c_while_waiting_leaves_nothing_half_saved(tmp_path: Path, oa
                                                               env: dict[str, str]) -> None:
     cfg = config(tmp_path, oauth)
     run = await Running.start("accounts", "add", "work", "--config", cfg, env=env)
-    await asyncio.to_thread(oauth.wait_device, SUBPROCESS_S)  # polling in msal's thread
+    await asyncio.to_thread(oauth.wait_device, SUBPROCESS_S)
+    async with asyncio.timeout(SUBPROCESS_S):  # msal's thread is polling: `authorization_pending` answered
+        while oauth.calls["microsoft.token.device_code"] == 0:
+            await asyncio.sleep(0.05)
     run.proc.send_signal(signal.SIGINT)
     code, _, err = await run.finish()  # msal's polling thread is told to stop: the process ends promptly
     assert code == 130 and "Traceback" not in err, err
