@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -20,11 +21,14 @@ from connectors.oauth_token import SignInNeeded
 from gateway.accounts import AccountTokens, account_tokens
 from gateway.accounts.grant import OAuthError, SignedIn, TokenGrant
 from gateway.accounts.vault import KEY_ENV
+from gateway.checkpoints import intercept
 from gateway.config import Config, load_config, parse_config
 from gateway.config.accounts import Resource
 from store.db import Store
+from store.leases import LEASE_S
 from tests.support.account_signin import account_fields, account_toml, secret_env
-from tests.support.cli import anyy, model_config
+from tests.support.cli import ANYY, anyy, model_config, write_config
+from tests.support.crash import Child
 from tests.support.model_wire import reply, tool_call
 from tests.support.oauth_provider import (
     GOOGLE_CALENDAR,
@@ -320,3 +324,48 @@ async def test_a_tool_on_an_expired_account_says_the_command_and_the_model_never
     assert issued and not [t[:12] for t in issued if t in sent]
     audit = await harness.gw.store.run(lambda db: repr(db.execute("SELECT * FROM audit").fetchall()))
     assert not [t[:12] for t in issued if t in audit]
+
+
+async def test_a_refresh_token_rotated_behind_a_lapsed_claim_is_not_taken_for_a_revocation(
+        oauth: OAuthFake, env: None, tmp_path: Path, backend: Backend, stores: Any) -> None:
+    """Resident A's claim lapses (a stall) while B refreshes: A's refresh with the rotated-away token is
+    refused, and A uses what B stored instead of signing the owner out."""
+    cfg = make_config(tmp_path, backend, oauth)
+    a, b = account_tokens(cfg, await stores("a")), account_tokens(cfg, await stores("b"))
+    await a.save_sign_in("work", sign_in(oauth, "microsoft", left=timedelta(0)))
+    stalled: list[str] = []
+
+    async def lapse_and_let_b_refresh() -> None:
+        if not stalled:
+            stalled.append(await b.store.run(lambda db: db.execute("SELECT owner FROM leases").fetchone()[0]))
+            await b.store.run(lambda db: db.execute("DELETE FROM leases"))  # A's lease lapsed
+            stalled.append(await b.token("work", "mail"))
+
+    with intercept("account.before_refresh", lapse_and_let_b_refresh):
+        token = await a.token("work", "mail")
+    assert stalled[0] == "a" and token == stalled[1] and live(oauth, token)
+    assert oauth.calls["microsoft.token.refresh_token"] == 2  # B's, and A's refused one
+    assert [s.state for s in await a.states()] == ["sign-in needed", "connected"]
+    await a.store.run(lambda db: db.execute("UPDATE account_tokens SET expires_at = '2000-01-01T00:00:00+00:00'"))
+    assert live(oauth, await a.token("work", "mail"))  # the stored (rotated) refresh token still works
+
+
+async def test_a_process_killed_mid_refresh_leaves_the_claim_to_the_next_at_once(
+        oauth: OAuthFake, env: None, tmp_path: Path, stores: Any) -> None:
+    path = write_config(tmp_path, f'[store]\npath = "{tmp_path / "anyy.db"}"\n\n'
+                        + account_toml("work", "microsoft", oauth.base_url, services=["calendar"]))
+    cfg = load_config(path)
+    accounts = account_tokens(cfg, await stores("a"))
+    await accounts.save_sign_in("work", sign_in(oauth, "microsoft", left=timedelta(0)))
+    child = Child(await asyncio.create_subprocess_exec(
+        *ANYY, "accounts", "test", "work", "--config", path, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE, env=os.environ | {"ANYY_HOME": str(tmp_path / "home"),
+                                                          "ANYY_PAUSE_AT": "account.before_refresh"}))
+    await child.wait_paused("account.before_refresh")  # the claim taken, the provider not asked
+    await child.kill()
+    holder = await accounts.store.run(lambda db: db.execute("SELECT owner FROM leases").fetchone()[0])
+    assert holder.split("/")[1] == str(child.process.pid)
+    started = asyncio.get_running_loop().time()
+    token = await accounts.token("work", "calendar")
+    assert asyncio.get_running_loop().time() - started < LEASE_S / 3  # not the lease's lapse: the holder is gone
+    assert live(oauth, token) and oauth.calls["microsoft.token.refresh_token"] == 1

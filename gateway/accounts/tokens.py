@@ -28,6 +28,7 @@ from gateway.accounts.grant import GrantRefused, OAuthError, SignedIn, TokenGran
 from gateway.accounts.providers import OAuthProvider, oauth_provider
 from gateway.accounts.state import AccountState, account_state, missing_scopes
 from gateway.accounts.vault import Vault, VaultError
+from gateway.checkpoints import reached
 from gateway.config import AccountConfig, Config
 from gateway.config.accounts import Resource, Service
 from store import accounts as rows
@@ -113,6 +114,7 @@ class AccountTokens:
                 return current.access
             grant = None
             for retry in (True, False):
+                await reached("account.before_refresh")
                 try:
                     grant = await self._provider(cfg, account).refresh(current.refresh, resource)
                     break
