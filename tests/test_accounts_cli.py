@@ -15,7 +15,7 @@ import pytest
 
 from tests.support.account_signin import account_toml, consent, forget_devices, land, link_in, secret_env
 from tests.support.cli import ANYY, SUBPROCESS_S, anyy, write_config
-from tests.support.oauth_provider import GOOGLE_USER, MS_USER, OAuthFake
+from tests.support.oauth_provider import GOOGLE_CALENDAR, GOOGLE_USER, MS_USER, OAuthFake
 from tests.support.tls_ca import FakeCA
 
 
@@ -127,6 +127,10 @@ async def test_microsoft_device_code(tmp_path: Path, oauth: OAuthFake, env: dict
     assert code == 0, err
     assert user_code in out and f"as {MS_USER}" in out
     assert (await states(cfg, env))["work"]["state"] == "connected"
+    code, out, err = await anyy("accounts", "remove", "work", "--config", cfg, env=env)
+    assert code == 0 and "Deleted the tokens" in out and "no way for Anyy to revoke" in out, err
+    assert "https://myapps.microsoft.com" in out
+    assert (await states(cfg, env))["work"]["state"] == "sign-in needed"
 
 
 async def test_an_expired_device_code_says_so_and_saves_nothing(tmp_path: Path, oauth: OAuthFake,
@@ -161,6 +165,38 @@ async def test_ctrl_c_while_waiting_leaves_nothing_half_saved(tmp_path: Path, oa
     code, _, err = await run.finish()  # msal's polling thread is told to stop: the process ends promptly
     assert code == 130 and "Traceback" not in err, err
     assert (await states(cfg, env))["work"]["state"] == "sign-in needed"
+
+
+async def test_ctrl_c_while_waiting_for_the_browser_leaves_nothing(tmp_path: Path, oauth: OAuthFake,
+                                                                   env: dict[str, str]) -> None:
+    cfg = config(tmp_path, oauth)
+    run = await Running.start("accounts", "add", "personal", "--config", cfg, env=env)
+    await run.link()  # listening, and reading stdin for a paste
+    run.proc.send_signal(signal.SIGINT)
+    code, _, err = await run.finish()
+    assert code == 130 and "Traceback" not in err, err
+    assert (await states(cfg, env))["personal"]["state"] == "sign-in needed"
+
+
+async def test_unticked_permissions_are_named_and_listed_as_missing(tmp_path: Path, oauth: OAuthFake,
+                                                                    env: dict[str, str]) -> None:
+    oauth.withhold = {GOOGLE_CALENDAR}  # the owner unticked Calendar on Google's consent page
+    cfg = config(tmp_path, oauth)
+    run = await Running.start("accounts", "add", "personal", "--config", cfg, env=env)
+    await land(await consent(await run.link()))
+    code, out, _ = await run.finish()
+    assert code == 1 and f"Not granted: {GOOGLE_CALENDAR}" in out
+    listed = (await states(cfg, env))["personal"]
+    assert listed["state"] == "missing scopes" and listed["missing"] == [GOOGLE_CALENDAR]
+
+
+async def test_before_signing_in_test_and_remove_say_what_to_do(tmp_path: Path, oauth: OAuthFake,
+                                                                env: dict[str, str]) -> None:
+    cfg = config(tmp_path, oauth)
+    code, out, _ = await anyy("accounts", "test", "work", "--config", cfg, env=env)
+    assert code == 1 and out.count("FAILED") == 3 and "`anyy accounts add work`" in out
+    code, out, _ = await anyy("accounts", "remove", "work", "--config", cfg, env=env)
+    assert code == 0 and "nothing to remove" in out
 
 
 async def test_an_account_not_in_the_config_is_a_clear_error(tmp_path: Path, oauth: OAuthFake,

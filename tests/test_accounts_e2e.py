@@ -129,6 +129,8 @@ async def test_microsoft_owner_signs_in_by_device_code_then_reads_sends_books_an
     code, out, err = await run.finish()
     assert code == 0 and MS_USER in out, err
     at_sign_in = oauth.calls["microsoft.token.refresh_token"]  # the second resource's token
+    code, out, err = await anyy("accounts", "test", "work", "--config", cfg, env=env)
+    assert code == 0 and out.count("works") == 3 and "Microsoft Graph" in out, out + err
 
     await asyncio.to_thread(oauth_mail.deliver, MS_USER, mail(MS_USER, "Budget review"))
     model.script(tool_call("email_search", {"subject": "Budget"}), reply("One mail about the budget."))
