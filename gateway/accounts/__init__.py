@@ -1,7 +1,8 @@
 """OAuth 2.0 accounts (Google, Microsoft): their tokens, kept encrypted in the store and refreshed before
 they expire (`tokens`), the key that seals them (`vault`), what a person is told about an account
-(`state`), and the sign-in flows behind `anyy accounts add` (`grant`, `providers`, `google`, `microsoft`,
-`loopback`). Connectors are given a token provider from here, never a credential.
+(`state`), the owners' notice when a provider signs one out (`notices`), and the sign-in flows behind
+`anyy accounts add` (`grant`, `providers`, `google`, `microsoft`, `loopback`). Connectors are given a token
+provider from here, never a credential.
 """
 
 from gateway.accounts.state import AccountState
