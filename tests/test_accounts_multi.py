@@ -7,6 +7,7 @@ written to, a draft is sent from the account it was written in, and a guest gets
 from __future__ import annotations
 
 import re
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,7 @@ from toolsets.calendar import calendar_create, calendar_list, calendar_status
 from toolsets.email import email_draft, email_send, email_status
 from toolsets.registry import TOOLSETS
 
-GMAIL = "owner@gmail.example"
+GMAIL = f"multi-{uuid.uuid4().hex[:8]}@gmail.example"  # this module's own user of the session-wide fakes
 
 
 async def call(tool: Tool, ctx: RecordingContext, **args: Any) -> Any:

@@ -231,7 +231,7 @@ async def email_search(
     _, client = await _client(ctx, account)
     with _errors(ctx):
         found = await client.search(from_=sender, to=to, subject=subject, text=text, since=since,
-                                          before=before, unseen=unread_only, folder=folder, limit=limit)
+                                    before=before, unseen=unread_only, folder=folder, limit=limit)
     if not found:
         return f"No messages in {folder} match."
     lines = []
