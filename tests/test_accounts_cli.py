@@ -13,7 +13,15 @@ from typing import Any
 
 import pytest
 
-from tests.support.account_signin import account_toml, consent, forget_devices, land, link_in, secret_env
+from tests.support.account_signin import (
+    SECRET_ENV,
+    account_toml,
+    consent,
+    forget_devices,
+    land,
+    link_in,
+    secret_env,
+)
 from tests.support.cli import ANYY, SUBPROCESS_S, anyy, write_config
 from tests.support.oauth_provider import GOOGLE_CALENDAR, GOOGLE_USER, MS_USER, OAuthFake
 from tests.support.tls_ca import FakeCA
@@ -204,3 +212,12 @@ async def test_an_account_not_in_the_config_is_a_clear_error(tmp_path: Path, oau
     cfg = config(tmp_path, oauth)
     code, _, err = await anyy("accounts", "add", "nosuch", "--config", cfg, env=env)
     assert code == 1 and "no account 'nosuch'" in err and "personal, work" in err
+
+
+async def test_a_missing_client_secret_is_named_before_anything_starts(tmp_path: Path, oauth: OAuthFake,
+                                                                      env: dict[str, str]) -> None:
+    cfg = config(tmp_path, oauth)
+    without = {k: v for k, v in env.items() if k not in secret_env()}
+    code, out, err = await anyy("accounts", "add", "personal", "--config", cfg, env=without)
+    assert code == 1 and f"{SECRET_ENV} is not set" in err and "https://" not in out
+    assert oauth.calls["google.authorize"] == 0

@@ -65,6 +65,10 @@ async def accounts_add(config: Config, args: argparse.Namespace) -> int:
     from gateway.accounts.vault import VaultError
 
     cfg = configured(config, args.name)
+    if cfg.client_secret_env and cfg.client_secret() is None:
+        from gateway.cli.admin import AdminError
+        raise AdminError(f"{cfg.client_secret_env} is not set: export your OAuth client's secret in it first "
+                         f"({DOCS}); nothing was done")
     if args.paste and cfg.provider == "google":
         say("(Google always signs in with a browser link; --paste changes nothing for it.)")
     reads_paste = cfg.provider == "google" or args.paste
