@@ -6,6 +6,7 @@ written to, a draft is sent from the account it was written in, and a guest gets
 
 from __future__ import annotations
 
+import asyncio
 import re
 import uuid
 from pathlib import Path
@@ -152,3 +153,28 @@ def test_an_account_serving_a_service_makes_its_toolset_present(tmp_path: Path) 
     assert "email" in avail and "calendar" not in avail
     assert "[accounts.NAME]" in avail.why_absent("calendar")
     assert "email" not in availability(config(tmp_path))
+
+
+async def test_an_account_is_opened_once_and_asked_again_until_it_is_signed_in() -> None:
+    from connectors.oauth_token import SignInNeeded
+    from toolsets.accounts import AccountClients
+
+    class Client:
+        async def aclose(self) -> None: ...
+
+    opened: list[Client] = []
+    signed_in_yet = False
+
+    async def opener() -> Client:
+        if not signed_in_yet:
+            raise SignInNeeded("work", "not signed in yet")
+        await asyncio.sleep(0)  # another tool asks meanwhile
+        opened.append(Client())
+        return opened[-1]
+
+    accounts = AccountClients({"work": opener})
+    with pytest.raises(SignInNeeded):
+        await accounts.pick(None)
+    signed_in_yet = True  # `anyy accounts add work` while the resident runs
+    first, second = await asyncio.gather(accounts.pick("work"), accounts.pick(None))
+    assert len(opened) == 1 and first[1] is second[1] is opened[0]

@@ -9,6 +9,7 @@ without it the first is used. A single bare client (a test's, or an embedder's) 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -39,6 +40,7 @@ class AccountClients(Generic[T]):
         self._names = list(accounts)
         self._openers = dict(accounts)
         self._clients: dict[str, T] = {}
+        self._opening: dict[str, asyncio.Lock] = {}
         self._labels = dict(labels or {})
 
     def __len__(self) -> int:
@@ -67,7 +69,9 @@ class AccountClients(Generic[T]):
         """(name, client) of the account called `name`, or of the first one."""
         wanted = self.known(name)
         if wanted not in self._clients:
-            self._clients[wanted] = await self._openers[wanted]()
+            async with self._opening.setdefault(wanted, asyncio.Lock()):  # two tools at once open one client
+                if wanted not in self._clients:
+                    self._clients[wanted] = await self._openers[wanted]()
         return wanted, self._clients[wanted]
 
     async def aclose(self) -> None:
