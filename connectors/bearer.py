@@ -2,8 +2,9 @@
 
 Used by the CalDAV client for Google Calendar and by the Microsoft Graph calendar client. Each request
 asks the provider for the token (it answers from its cache while the token is valid, so this costs no
-token-endpoint call). A 401 asks once more — another resident may just have refreshed it — and repeats
-the request only when the token changed; otherwise the 401 stands and the caller says so in one line.
+token-endpoint call). A 401 asks once more, naming the refused token (the provider refreshes it, or
+hands over the one another resident has just refreshed) and repeats the request only when the token
+changed; otherwise the 401 stands and the caller says so in one line.
 `SignInNeeded` from the provider passes through.
 """
 
@@ -37,7 +38,7 @@ class BearerAuth(httpx.Auth):
         response = yield request
         if response.status_code != 401:
             return
-        fresh = await self._token()
+        fresh = await self._token(refused=token)
         if fresh != token:
             log.info("bearer token refused; retrying with a newer one host=%s", request.url.host)
             request.headers["Authorization"] = f"Bearer {fresh}"

@@ -221,15 +221,15 @@ class EmailClient:
 
     async def _smtp_xoauth2(self, smtp: aiosmtplib.SMTP, user: str, secrets: list[str]) -> None:
         """aiosmtplib's XOAUTH2 (≥ 5.1). It is called here rather than through the constructor's
-        `oauth_token_generator` so that a refused token can be retried on the same connection: the token
-        is asked for once more (it may have been refreshed meanwhile) and tried again only if it changed."""
+        `oauth_token_generator` so that a refused token can be retried on the same connection: it is reported
+        to the provider, which refreshes it, and the answer is tried only if it changed."""
         assert self._token is not None
         token = await self._token()
         secrets.append(token)
         try:
             await smtp.auth_xoauth2(user, token)
         except aiosmtplib.SMTPAuthenticationError:
-            fresh = await self._token()
+            fresh = await self._token(refused=token)
             if fresh == token:
                 raise
             secrets.append(fresh)

@@ -177,14 +177,15 @@ class ImapConnection:
         return imap, lost
 
     async def _login(self, imap: aioimaplib.IMAP4) -> aioimaplib.Response:
-        """LOGIN with the password, or AUTHENTICATE XOAUTH2. A refused token is asked for once more (it
-        may have been refreshed meanwhile, by another resident) and tried again only if it changed."""
+        """LOGIN with the password, or AUTHENTICATE XOAUTH2. A refused token is reported to the provider,
+        which refreshes it (or hands over the one another resident refreshed); tried again only if it
+        changed."""
         if self._token is None:
             return await imap.login(self.username, self._password.get_secret_value())
         token = await self._token()
         self._secrets = [token]
         response = await self._xoauth2(imap, token)
-        if response.result != "OK" and (fresh := await self._token()) != token:
+        if response.result != "OK" and (fresh := await self._token(refused=token)) != token:
             self._secrets.append(fresh)
             log.info("imap xoauth2 refused; retrying with a newer token host=%s", self.host)
             response = await self._xoauth2(imap, fresh)

@@ -3,14 +3,24 @@
 The gateway's account service (gateway/accounts) implements the provider: it returns a valid access token
 for one account and resource, refreshing it first when it is about to expire, and raises `SignInNeeded`
 when the account can no longer get one (revoked, expired refresh token, never signed in).
+
+A server may refuse a token before its recorded expiry (a revoked grant, Microsoft's continuous access
+evaluation, a token cut off early). The connector then asks again, naming the token that was refused:
+the provider refreshes rather than serving it again, and a refresh the provider refuses in turn ends as
+`SignInNeeded`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from typing import Protocol
 
-TokenProvider = Callable[[], Awaitable[str]]
-"""An async callable returning a live access token (bearer) for one account and one resource."""
+
+class TokenProvider(Protocol):
+    """A live access token (bearer) for one account and one resource."""
+
+    async def __call__(self, refused: str | None = None) -> str:
+        """The token to use; `refused` is the token a server has just refused (never handed out again)."""
+        ...
 
 
 class SignInNeeded(Exception):

@@ -161,6 +161,25 @@ async def test_residents_needing_a_fresh_token_at_once_refresh_once(
     assert await residents[0].store.run(lambda db: db.execute("SELECT count(*) FROM leases").fetchone()[0]) == 0
 
 
+@pytest.mark.both_backends
+@pytest.mark.parametrize("provider", ["google", "microsoft"])
+async def test_residents_told_at_once_that_a_token_was_refused_refresh_once(
+        oauth: OAuthFake, env: None, tmp_path: Path, backend: Backend, stores: Any, provider: Provider) -> None:
+    """The provider cut the token off long before the expiry the store keeps; every resident's server
+    refuses it at the same moment: one refresh, everyone gets its token, and the refused one is never
+    served again."""
+    cfg = make_config(tmp_path, backend, oauth)
+    residents = [account_tokens(cfg, await stores(f"resident-{i}")) for i in range(4)]
+    await residents[0].save_sign_in(NAME[provider], sign_in(oauth, provider))  # an hour left by our books
+    refused = await residents[0].token(NAME[provider], "mail")
+    oauth.expire_access_tokens()
+    got = await asyncio.gather(*(r.token(NAME[provider], "mail", refused=refused) for r in residents))
+    assert len(set(got)) == 1 and got[0] != refused and live(oauth, got[0])
+    assert oauth.calls[REFRESHES[provider]] == 1
+    assert await residents[3].token(NAME[provider], "mail") == got[0]  # served from the store
+    assert oauth.calls[REFRESHES[provider]] == 1
+
+
 @pytest.mark.parametrize("provider", ["google", "microsoft"])
 async def test_a_refused_refresh_expires_the_account_and_every_call_names_the_command(
         oauth: OAuthFake, env: None, tmp_path: Path, backend: Backend, stores: Any, provider: Provider) -> None:

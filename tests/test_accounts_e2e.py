@@ -150,3 +150,11 @@ async def test_microsoft_owner_signs_in_by_device_code_then_reads_sends_books_an
     assert "Budget review" in last_tool_result(model)
     # one refresh, for Outlook, with the refresh token rotated at sign-in (the first one died then)
     assert oauth.calls["microsoft.token.refresh_token"] == at_sign_in + 1
+
+    # Cut off long before its expiry (continuous access evaluation): the store still says an hour, the
+    # refused token is refreshed at once and the owner notices nothing.
+    oauth.expire_access_tokens()
+    model.script(tool_call("email_search", {"subject": "Budget"}), reply("Still yes."))
+    assert "Still yes." in await chat_once(cfg, env, "and now?")
+    assert "Budget review" in last_tool_result(model) and oauth_mail.refusals == [("imap", MS_USER)]
+    assert oauth.calls["microsoft.token.refresh_token"] == at_sign_in + 2

@@ -130,8 +130,8 @@ async def test_a_refused_bearer_token_is_asked_for_once_more_then_a_revoked_acco
     live = oauth.issue("google", [GOOGLE_CALENDAR], user=user).access_token
     handed: list[str] = []
 
-    async def token() -> str:
-        handed.append("ya29.stale" if not handed else live)
+    async def token(refused: str | None = None) -> str:
+        handed.append(live if refused == "ya29.stale" else "ya29.stale")
         return handed[-1]
 
     async with CalendarClient(CalendarSettings(url=google_caldav.url, username=user, default_calendar="", timeout=10),

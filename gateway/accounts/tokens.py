@@ -8,6 +8,11 @@ the refresh token a second time (Microsoft rotates refresh tokens and kills the 
 with it would sign the owner out). Every write is conditional on the sign-in it started from, so a refresh
 finishing after `anyy accounts add` never overwrites the new sign-in.
 
+A token a server refused before its recorded expiry (revoked, Microsoft's continuous access evaluation,
+cut off early) is reported by the connector (`token(..., refused=TOKEN)`): it is not served again but
+refreshed under the same claim, unless the store already holds another token (a resident refreshed it
+meanwhile), which is served instead.
+
 A refresh the provider refuses (`GrantRefused`: revoked, expired, a Google app left in Testing) marks the
 account expired; `on_expired` is then called so the gateway tells each owner once, and every later call
 raises `SignInNeeded`. Nothing here logs, raises or returns a token except `token()` itself.
@@ -76,30 +81,35 @@ class AccountTokens:
 
     # -- tokens -----------------------------------------------------------------------------------
 
-    async def token(self, account: str, resource: Resource) -> str:
+    async def token(self, account: str, resource: Resource, refused: str | None = None) -> str:
         """A valid access token for `account` and `resource`, refreshed first when it expires within
-        REFRESH_MARGIN. Raises SignInNeeded when only a new sign-in helps, OAuthError when the provider
-        could not be reached (the account stays connected)."""
+        REFRESH_MARGIN or when it is `refused` (a server has just refused it). Raises SignInNeeded when
+        only a new sign-in helps, OAuthError when the provider could not be reached (the account stays
+        connected)."""
         cfg = self._config(account, resource)
-        current = await self.store.run(functools.partial(self._read, account, resource))
+        current = await self.store.run(functools.partial(self._read, account, resource, refused))
         if current.access is not None:
             return current.access
         lock = self._locks.setdefault(account, asyncio.Lock())  # one refresh at a time in this process
         async with lock:
-            return await self._refresh(cfg, account, resource)
+            return await self._refresh(cfg, account, resource, refused)
 
     def provider(self, account: str, resource: Resource) -> TokenProvider:
         """The token provider a connector is given for `account` and `resource`."""
         self._config(account, resource)
-        return functools.partial(self.token, account, resource)
 
-    async def _refresh(self, cfg: AccountConfig, account: str, resource: Resource) -> str:
+        async def token(refused: str | None = None) -> str:
+            return await self.token(account, resource, refused)
+
+        return token
+
+    async def _refresh(self, cfg: AccountConfig, account: str, resource: Resource, refused: str | None) -> str:
         claim = f"account-refresh:{account}"
         loop = asyncio.get_running_loop()
         deadline = loop.time() + CLAIM_WAIT_S
         while (holder := await self._claims.take(claim)) is not None:
             # Another resident is refreshing this account: use the token it stores.
-            current = await self.store.run(functools.partial(self._read, account, resource))
+            current = await self.store.run(functools.partial(self._read, account, resource, refused))
             if current.access is not None:
                 return current.access
             if loop.time() > deadline:
@@ -109,7 +119,7 @@ class AccountTokens:
             await asyncio.sleep(CLAIM_POLL_S)
         try:
             # Read again under the claim: another resident may have refreshed while we looked.
-            current = await self.store.run(functools.partial(self._read, account, resource))
+            current = await self.store.run(functools.partial(self._read, account, resource, refused))
             if current.access is not None:
                 return current.access
             grant = None
@@ -123,7 +133,7 @@ class AccountTokens:
                         raise SignInNeeded(account, REFUSED) from None
                     # The store holds another refresh token than the one refused (rotated by a resident
                     # whose claim lapsed, or a new sign-in): once more with that one.
-                    current = await self.store.run(functools.partial(self._read, account, resource))
+                    current = await self.store.run(functools.partial(self._read, account, resource, refused))
                     if current.access is not None:
                         return current.access
                 except OAuthError:
@@ -140,8 +150,9 @@ class AccountTokens:
         finally:
             await self._claims.release(claim)
 
-    def _read(self, account: str, resource: Resource, db: Any) -> _Current:
-        """On the store thread: the account's row, its tokens decrypted (or SignInNeeded)."""
+    def _read(self, account: str, resource: Resource, refused: str | None, db: Any) -> _Current:
+        """On the store thread: the account's row, its tokens decrypted (or SignInNeeded); a `refused`
+        access token counts as none."""
         found = rows.get_access(db, account, resource)
         if found is None:
             raise SignInNeeded(account, "not signed in")
@@ -156,10 +167,12 @@ class AccountTokens:
             raise SignInNeeded(account, f"the sign-in did not grant {service} access")
         try:
             left = parse_iso(access.expires_at) - self.store.now() if access is not None else timedelta(0)
-            if access is not None and left > REFRESH_MARGIN:
-                return _Current(row.generation, row.refresh_token, self.vault.decrypt(access.access_token), "")
-            usable = self.vault.decrypt(access.access_token) if access is not None and left > USABLE_MARGIN else None
-            return _Current(row.generation, row.refresh_token, None, self.vault.decrypt(row.refresh_token), usable)
+            stored = self.vault.decrypt(access.access_token) if access is not None and left > USABLE_MARGIN else None
+            if stored == refused:
+                stored = None  # a server refused it: refresh, and never serve it again
+            if stored is not None and left > REFRESH_MARGIN:
+                return _Current(row.generation, row.refresh_token, stored, "")
+            return _Current(row.generation, row.refresh_token, None, self.vault.decrypt(row.refresh_token), stored)
         except VaultError as exc:
             raise SignInNeeded(account, str(exc)) from None
 
