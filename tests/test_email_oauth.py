@@ -140,27 +140,31 @@ def gmail_settings(oauth_mail: OAuthMail) -> EmailSettings:
 async def test_a_refused_token_is_asked_for_once_more_and_used_only_if_it_changed(
         oauth: OAuthFake, oauth_mail: OAuthMail, fake_ca: FakeCA) -> None:
     live = oauth.issue("google", [GOOGLE_MAIL], user=GMAIL).access_token
-    handed: list[str] = []
+    asked: list[str | None] = []
 
-    def provider(*tokens: str) -> Any:
-        async def token() -> str:
-            handed.append(tokens[min(len(handed), len(tokens) - 1)])
-            return handed[-1]
+    def provider(first: str, after_refusal: str) -> Any:
+        # Answers by what it is told, not by call order: IMAP and SMTP (status checks both at once) each
+        # get `first`, and `after_refusal` once they report `first` refused.
+        async def token(refused: str | None = None) -> str:
+            asked.append(refused)
+            return after_refusal if refused == first else first
         return token
 
     # Stale first (another resident has just refreshed it), then the new one: both servers accept.
     async with EmailClient(gmail_settings(oauth_mail), token=provider("ya29.stale", live)) as client:
         status = await client.status()
     assert (status.imap, status.smtp) == ("ok", "ok")
-    assert oauth_mail.refusals.count(("imap", GMAIL)) >= 1 and oauth_mail.logins.count(("imap", GMAIL)) == 1
+    assert asked.count("ya29.stale") == 2 and asked.count(None) == 2  # IMAP's and SMTP's refusal reported
+    assert oauth_mail.refusals.count(("imap", GMAIL)) == 1 and oauth_mail.logins.count(("imap", GMAIL)) == 1
 
     # The provider keeps handing the dead token: asked once more, then one line without the token.
-    handed.clear()
-    async with EmailClient(gmail_settings(oauth_mail), token=provider("ya29.dead-token-7")) as client:
+    asked.clear()
+    async with EmailClient(gmail_settings(oauth_mail), token=provider("ya29.dead-token-7", "ya29.dead-token-7")) \
+            as client:
         with pytest.raises(EmailError) as err:
             await client.search(subject="x")
     text = str(err.value)
-    assert len(handed) == 2 and "\n" not in text and "ya29.dead-token-7" not in text
+    assert asked == [None, "ya29.dead-token-7"] and "\n" not in text and "ya29.dead-token-7" not in text
     assert text.startswith(f"IMAP login to 127.0.0.1:{oauth_mail.servers['google'].imap_port} as {GMAIL} "
                            "refused the access token: ") and err.value.remote
 
