@@ -13,7 +13,7 @@ Expiry times are by the database's clock (`Store.now`), as lease times are.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from store.records import Record
@@ -111,10 +111,11 @@ def save_sign_in(db: Any, *, name: str, provider: str, address: str, scopes: lis
     return int(row[0])
 
 
-def save_refresh(db: Any, *, name: str, generation: int, resource: str, access_token: str, expires_at: str,
-                 refresh_token: str | None, now: str) -> bool:
-    """Store a refreshed access token (and the rotated refresh token, when the provider sent one) if the
-    account is still at `generation`; False when a sign-in, a removal or an expiry came in between."""
+def save_refresh(db: Any, *, name: str, generation: int, resources: Sequence[str], access_token: str,
+                 expires_at: str, refresh_token: str | None, now: str) -> bool:
+    """Store a refreshed access token for `resources` (and the rotated refresh token, when the provider sent
+    one) if the account is still at `generation`; False when a sign-in, a removal or an expiry came in
+    between."""
     with db.atomic():
         cur = db.execute(
             "UPDATE accounts SET refresh_token = coalesce(?, refresh_token), updated_at = ?"
@@ -122,10 +123,11 @@ def save_refresh(db: Any, *, name: str, generation: int, resource: str, access_t
             [refresh_token, now, name, generation])
         if cur.rowcount != 1:
             return False
-        db.execute(
-            "INSERT INTO account_tokens (account, resource, access_token, expires_at) VALUES (?, ?, ?, ?)"
-            " ON CONFLICT (account, resource) DO UPDATE SET access_token = excluded.access_token,"
-            " expires_at = excluded.expires_at", [name, resource, access_token, expires_at])
+        for resource in resources:
+            db.execute(
+                "INSERT INTO account_tokens (account, resource, access_token, expires_at) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (account, resource) DO UPDATE SET access_token = excluded.access_token,"
+                " expires_at = excluded.expires_at", [name, resource, access_token, expires_at])
     return True
 
 

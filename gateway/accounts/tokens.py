@@ -178,8 +178,12 @@ class AccountTokens:
 
     def _save_refresh(self, account: str, resource: Resource, generation: int, grant: TokenGrant, db: Any) -> None:
         rotated = grant.refresh_token.get_secret_value() if grant.refresh_token else None
+        # Google's access token carries every scope granted (mail and calendar): one refresh serves all
+        # the account's resources. Microsoft's is for one resource (Outlook or Graph) only.
+        cfg = self.configs[account]
+        resources = cfg.resources if cfg.provider == "google" else [resource]
         saved = rows.save_refresh(
-            db, name=account, generation=generation, resource=resource,
+            db, name=account, generation=generation, resources=resources,
             access_token=self.vault.encrypt(grant.access_token.get_secret_value()),
             expires_at=self._db_time(grant), refresh_token=self.vault.encrypt(rotated) if rotated else None,
             now=iso(self.store.now()))
