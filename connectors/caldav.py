@@ -20,6 +20,9 @@ from datetime import UTC, datetime
 
 import httpx
 
+from connectors.bearer import BearerAuth
+from connectors.oauth_token import TokenProvider
+
 log = logging.getLogger(__name__)
 
 DAV = "DAV:"
@@ -103,18 +106,22 @@ class _Response:
 
 
 class CalDAV:
-    """An authenticated connection pool to one CalDAV server (Basic auth)."""
+    """An authenticated connection pool to one CalDAV server: Basic auth with a username and password, or
+    an OAuth bearer token from `token` (Google Calendar)."""
 
     def __init__(self, url: str, username: str, password: str, timeout: float,
-                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+                 transport: httpx.AsyncBaseTransport | None = None, token: TokenProvider | None = None) -> None:
         self.url = url if url.endswith("/") else url + "/"
         self.username = username
         self.timeout = timeout
+        self.bearer = token is not None
         parsed = httpx.URL(self.url)
         # Where errors say they went: scheme, host and port, never the userinfo a URL might carry.
         self.where = f"{parsed.scheme}://{parsed.netloc.decode()}"
+        auth: httpx.Auth | None = BearerAuth(token) if token is not None else \
+            httpx.BasicAuth(username, password) if username else None
         self._http = httpx.AsyncClient(
-            auth=httpx.BasicAuth(username, password) if username else None,
+            auth=auth,
             timeout=timeout, follow_redirects=True, transport=transport,
             headers={"User-Agent": "anyy-calendar"},
         )
@@ -136,6 +143,9 @@ class CalDAV:
             raise CalendarUnreachable(f"cannot reach the calendar server {self.where}: {reason}") from None
         log.debug("caldav method=%s path=%s status=%s", method, path, resp.status_code)
         status = resp.status_code
+        if status == 401 and self.bearer:
+            raise CalendarAuthError(f"the calendar server {self.where} refused the access token for "
+                                    f"{self.username!r} (`anyy accounts test` checks the account)")
         if status == 401:
             raise CalendarAuthError(
                 f"the calendar server {self.where} rejected the login for user {self.username!r} "

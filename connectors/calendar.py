@@ -28,11 +28,12 @@ from connectors.caldav import (
     CalendarUnreachable,
 )
 from connectors.ical import Event, EventFields, EventTime, InvalidEvent
+from connectors.oauth_token import TokenProvider
 
 __all__ = [
     "CalendarAuthError", "CalendarClient", "CalendarConflict", "CalendarError", "CalendarInfo",
     "CalendarNotFound", "CalendarSettings", "CalendarUnreachable", "Event", "EventFields", "EventTime",
-    "InvalidEvent", "Listing",
+    "InvalidEvent", "Listing", "find_calendar", "instant",
 ]
 
 log = logging.getLogger(__name__)
@@ -61,18 +62,27 @@ class CalendarSettings(BaseModel):
 
 
 class CalendarClient:
-    """A CalDAV account. Use as an async context manager, or call `aclose()` when done."""
+    """A CalDAV account. Use as an async context manager, or call `aclose()` when done.
 
-    def __init__(self, settings: CalendarSettings, *, transport: httpx.AsyncBaseTransport | None = None) -> None:
+    With `token` (an OAuth account: Google Calendar) requests carry its bearer token and the password is
+    unused; `settings.username` is then the signed-in address, and `settings.url` its principal."""
+
+    def __init__(self, settings: CalendarSettings, *, transport: httpx.AsyncBaseTransport | None = None,
+                 token: TokenProvider | None = None) -> None:
         self.settings = settings
         self._dav = CalDAV(settings.url, settings.username, settings.password.get_secret_value(),
-                           settings.timeout, transport=transport)
+                           settings.timeout, transport=transport, token=token)
         self._calendars: list[CalendarInfo] | None = None
 
     @property
     def server(self) -> str:
         """The server's scheme, host and port (safe to show: no credentials)."""
         return self._dav.where
+
+    @property
+    def user(self) -> str:
+        """Who the account signs in as ("" without a login)."""
+        return self.settings.username
 
     async def __aenter__(self) -> CalendarClient:
         return self
@@ -93,21 +103,7 @@ class CalendarClient:
         """The calendar called `name`: its display name (case-insensitive), its URL or path, or the last
         segment of its path (`personal` for `/demouser/personal/`, what a server's web UI often shows),
         in that order of precedence; without a name, the configured default calendar, else the first one."""
-        calendars = await self.calendars()
-        wanted = name or self.settings.default_calendar
-        if not wanted:
-            if not calendars:
-                raise CalendarNotFound(f"the account on {self.server} has no calendars")
-            return calendars[0]
-        folded, path = wanted.casefold(), wanted.rstrip("/")
-        for matches in (lambda c: folded == c.name.casefold(),
-                        lambda c: path in (c.url.rstrip("/"), httpx.URL(c.url).path.rstrip("/")),
-                        lambda c: folded.strip("/") == _segment(c.url).casefold()):
-            for cal in calendars:
-                if matches(cal):
-                    return cal
-        known = ", ".join(f"{c.name} ({_segment(c.url)})" for c in calendars) or "none"
-        raise CalendarNotFound(f"there is no calendar called {wanted!r} (calendars: {known})")
+        return find_calendar(await self.calendars(), name or self.settings.default_calendar, self.server)
 
     async def _selected(self, name: str | None) -> list[CalendarInfo]:
         return [await self.calendar(name)] if name else await self.calendars()
@@ -130,7 +126,7 @@ class CalendarClient:
             raise CalendarError(f"expanding the recurring events took longer than {EXPAND_TIMEOUT_S:g}s; "
                                 "list a shorter range") from None
         zone = start.tzinfo
-        events = sorted((e for x in expansions for e in x.events), key=lambda e: (_instant(e.start, zone), e.summary))
+        events = sorted((e for x in expansions for e in x.events), key=lambda e: (instant(e.start, zone), e.summary))
         return Listing(events=events, notes=[n for x in expansions for n in x.notes])
 
     async def get_event(self, uid: str, calendar: str | None = None) -> Event:
@@ -195,7 +191,25 @@ class CalendarClient:
         return self._dav.where + httpx.URL(href).raw_path.decode()
 
 
-def _instant(value: EventTime, zone: tzinfo | None) -> datetime:
+def find_calendar(calendars: list[CalendarInfo], wanted: str, server: str) -> CalendarInfo:
+    """The calendar `wanted` names: its display name (case-insensitive), its URL or path, or the last
+    segment of its path, in that order of precedence; "" is the first calendar."""
+    if not wanted:
+        if not calendars:
+            raise CalendarNotFound(f"the account on {server} has no calendars")
+        return calendars[0]
+    folded, path = wanted.casefold(), wanted.rstrip("/")
+    for matches in (lambda c: folded == c.name.casefold(),
+                    lambda c: path in (c.url.rstrip("/"), httpx.URL(c.url).path.rstrip("/")),
+                    lambda c: folded.strip("/") == _segment(c.url).casefold()):
+        for cal in calendars:
+            if matches(cal):
+                return cal
+    known = ", ".join(f"{c.name} ({_segment(c.url)})" for c in calendars) or "none"
+    raise CalendarNotFound(f"there is no calendar called {wanted!r} (calendars: {known})")
+
+
+def instant(value: EventTime, zone: tzinfo | None) -> datetime:
     """A sort key: the moment `value` starts, reading dates and floating times in `zone`."""
     if not isinstance(value, datetime):
         return datetime(value.year, value.month, value.day, tzinfo=zone)

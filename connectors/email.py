@@ -2,7 +2,10 @@
 
 `EmailClient` reads through one kept-open IMAP connection (`connectors.imap`) and connects to SMTP per
 send: sends are rare, and a long-lived SMTP session is usually cut by the provider anyway. Failures are
-`EmailError`s whose message says what failed and never contains the password.
+`EmailError`s whose message says what failed and never contains the password or a token.
+
+An OAuth account (Gmail, Microsoft 365) signs in to both servers with SASL XOAUTH2 and an access token from
+its `TokenProvider` instead of a password; a `SignInNeeded` from the provider passes through unchanged.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from connectors.imap import ImapConnection, Security, imap_date, mailbox, quote, searched, server_text
 from connectors.mailerrors import EmailError, network_error, scrubbed
 from connectors.mailparse import MailMessage, MailSummary, parse_message, summarize
+from connectors.oauth_token import TokenProvider
 
 __all__ = ["EmailClient", "EmailError", "EmailSettings", "MailboxStatus", "SendResult"]
 
@@ -47,7 +51,7 @@ class EmailSettings(BaseModel):
     smtp_port: int = 465
     smtp_security: Security = "ssl"
     username: str
-    password: SecretStr
+    password: SecretStr = SecretStr("")
     smtp_username: str | None = Field(None, description="SMTP login if it differs from `username`; '' sends "
                                                         "without AUTH (a local relay)")
     smtp_password: SecretStr | None = Field(None, description="SMTP password if it differs from `password`")
@@ -91,19 +95,24 @@ class EmailClient:
     """IMAP and SMTP access to one account. Use as an async context manager, or call `aclose()` when done.
 
     `tls_context` verifies the servers' certificates (default: the system trust store); tests pass one
-    that trusts their own CA.
+    that trusts their own CA. With `token` (an OAuth account) both servers are signed in to with SASL
+    XOAUTH2 as `username`, and the passwords are unused.
     """
 
-    def __init__(self, settings: EmailSettings, *, tls_context: ssl.SSLContext | None = None) -> None:
+    def __init__(self, settings: EmailSettings, *, tls_context: ssl.SSLContext | None = None,
+                 token: TokenProvider | None = None) -> None:
         self.settings = settings
         self._tls = tls_context or ssl.create_default_context()
+        self._token = token
         self._imap = ImapConnection(host=settings.imap_host, port=settings.imap_port,
                                     security=settings.imap_security, username=settings.username,
-                                    password=settings.password, timeout=settings.timeout_s, tls=self._tls)
+                                    password=settings.password, timeout=settings.timeout_s, tls=self._tls,
+                                    token=token)
         self._smtp_where = f"SMTP server {settings.smtp_host}:{settings.smtp_port}"
 
     async def status(self) -> MailboxStatus:
-        """Check both servers (login included) and count the INBOX's messages; reports, never raises."""
+        """Check both servers (login included) and count the INBOX's messages; reports a failure, and
+        raises only `SignInNeeded` (an OAuth account that must be signed in again: one line says it all)."""
 
         async def counts(imap: aioimaplib.IMAP4) -> tuple[int, int]:
             response = await imap.status(mailbox("INBOX"), "(MESSAGES UNSEEN)")
@@ -177,11 +186,11 @@ class EmailClient:
 
     async def _smtp_connect(self) -> aiosmtplib.SMTP:
         s = self.settings
-        login = s.smtp_login
+        login = (s.username, "") if self._token else s.smtp_login
         smtp = aiosmtplib.SMTP(hostname=s.smtp_host, port=s.smtp_port, timeout=s.timeout_s,
                                use_tls=s.smtp_security == "ssl", start_tls=s.smtp_security == "starttls",
                                tls_context=self._tls)
-        secret = login[1] if login else ""
+        secrets = [login[1]] if login else []  # what an error text must never echo
         try:
             await smtp.connect()
             if login is not None:
@@ -191,17 +200,41 @@ class EmailClient:
                     smtp.close()
                     raise EmailError(f"{self._smtp_where} offers no login (AUTH); for a relay that takes mail "
                                      "without one, set smtp_username = \"\"")
-                await smtp.login(*login)
+                if self._token:
+                    await self._smtp_xoauth2(smtp, login[0], secrets)
+                else:
+                    await smtp.login(*login)
         except aiosmtplib.SMTPAuthenticationError as exc:
             smtp.close()
-            text = f"SMTP login to {s.smtp_host}:{s.smtp_port} as {login[0] if login else ''} failed: " \
+            what = "refused the access token" if self._token else "failed"
+            text = f"SMTP login to {s.smtp_host}:{s.smtp_port} as {login[0] if login else ''} {what}: " \
                    f"{exc.code} {exc.message}"
-            raise EmailError(scrubbed(text, secret), remote=True) from None
+            raise EmailError(scrubbed(text, *secrets), remote=True) from None
         except (aiosmtplib.SMTPException, OSError, TimeoutError) as exc:
             smtp.close()
             text = network_error(exc, self._smtp_where, s.timeout_s) or f"{self._smtp_where} failed: {exc}"
-            raise EmailError(scrubbed(text, secret)) from None
+            raise EmailError(scrubbed(text, *secrets)) from None
+        except BaseException:  # SignInNeeded (its one line passes through) or a cancellation
+            smtp.close()
+            raise
         return smtp
+
+    async def _smtp_xoauth2(self, smtp: aiosmtplib.SMTP, user: str, secrets: list[str]) -> None:
+        """aiosmtplib's XOAUTH2 (≥ 5.1). It is called here rather than through the constructor's
+        `oauth_token_generator` so that a refused token can be retried on the same connection: it is reported
+        to the provider, which refreshes it, and the answer is tried only if it changed."""
+        assert self._token is not None
+        token = await self._token()
+        secrets.append(token)
+        try:
+            await smtp.auth_xoauth2(user, token)
+        except aiosmtplib.SMTPAuthenticationError:
+            fresh = await self._token(refused=token)
+            if fresh == token:
+                raise
+            secrets.append(fresh)
+            log.info("smtp xoauth2 refused; retrying with a newer token host=%s", self.settings.smtp_host)
+            await smtp.auth_xoauth2(user, fresh)
 
     async def send(self, message: EmailMessage) -> SendResult:
         """Send a fully built message as is (its Message-ID included), then file a copy in the sent folder

@@ -129,8 +129,9 @@ def _bounded(masters: list[icalendar.Event], start: datetime, end: datetime) -> 
     return stop, notes
 
 
-def new_event(fields: EventFields) -> Event:
-    """A new event (with its iCalendar text in `source`), not yet stored anywhere."""
+def new_event(fields: EventFields, uid: str | None = None) -> Event:
+    """A new event (with its iCalendar text in `source`), not yet stored anywhere; `uid` names an event
+    another calendar (Microsoft Graph) already holds, which this text then stands for."""
     if not fields.summary or fields.start is None:
         raise InvalidEvent("a new event needs a title and a start")
     import icalendar
@@ -139,7 +140,7 @@ def new_event(fields: EventFields) -> Event:
     cal.add("prodid", "-//Anyy//Calendar connector//EN")
     cal.add("version", "2.0")
     comp = icalendar.Event()
-    comp.add("uid", str(uuid.uuid4()))
+    comp.add("uid", uid or str(uuid.uuid4()))
     comp.add("created", datetime.now(UTC))
     _write(comp, fields)
     cal.add_component(comp)

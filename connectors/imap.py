@@ -2,8 +2,9 @@
 
 aioimaplib speaks the protocol; this module adds what a resident process needs around it: a lock (one
 connection has one selected folder at a time), a watch on the connection so a drop is noticed instead of
-waited out, a single retry for operations that are safe to repeat, STARTTLS (which aioimaplib lacks), and
-the few wire formats we send (quoted strings, modified UTF-7 folder names, dates) or read (FETCH).
+waited out, a single retry for operations that are safe to repeat, STARTTLS (which aioimaplib lacks), a
+SASL XOAUTH2 login that answers a refusal's challenge (see `_XOAuth2`), and the few wire formats we send
+(quoted strings, modified UTF-7 folder names, dates) or read (FETCH).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import aioimaplib
 from pydantic import SecretStr
 
 from connectors.mailerrors import EmailError, network_error, scrubbed
+from connectors.oauth_token import TokenProvider
 
 log = logging.getLogger(__name__)
 
@@ -103,20 +105,45 @@ class _ConnectionDropped(Exception):
     pass
 
 
+class _XOAuth2(aioimaplib.Command):
+    """AUTHENTICATE XOAUTH2 with its initial response (RFC 4959 SASL-IR), as aioimaplib's own `xoauth2`
+    sends it, plus the one step that method lacks: a server refusing the token sends its reason as a
+    challenge (`+ <base64 JSON>`) and waits for an empty reply before its tagged NO (Google's and
+    Microsoft's XOAUTH2 documentation). aioimaplib hands that line to the pending command, so the command
+    answers it here; without the answer the login would hang until the timeout."""
+
+    def __init__(self, protocol: aioimaplib.IMAP4ClientProtocol, user: str, token: str, timeout: float) -> None:
+        sasl = base64.b64encode(f"user={user}\1auth=Bearer {token}\1\1".encode()).decode("ascii")
+        super().__init__("AUTHENTICATE", protocol.new_tag(), "XOAUTH2", sasl, loop=protocol.loop, timeout=timeout)
+        self._protocol = protocol
+
+    def append_to_resp(self, line: bytes, result: str = "Pending") -> None:
+        if line.startswith(b"+"):
+            self._protocol.send("")  # take the refusal; the reason is the tagged NO that follows
+            return
+        super().append_to_resp(line, result)
+
+
 class ImapConnection:
-    """A logged-in IMAP connection, opened on first use and reopened when the server dropped it."""
+    """A logged-in IMAP connection, opened on first use and reopened when the server dropped it.
+
+    It logs in with `password`, or, for an OAuth account, with SASL XOAUTH2 and an access token from
+    `token` (then `password` is unused)."""
 
     def __init__(self, *, host: str, port: int, security: Security, username: str, password: SecretStr,
-                 timeout: float, tls: ssl.SSLContext) -> None:
+                 timeout: float, tls: ssl.SSLContext, token: TokenProvider | None = None) -> None:
         self.host, self.port, self.security = host, port, security
         self.username, self._password, self.timeout, self._tls = username, password, timeout, tls
+        self._token = token
+        self._secrets = [password.get_secret_value()]  # what an error text must never echo: the password
+        # and the tokens of the latest login
         self.where = f"IMAP server {host}:{port}"
         self._imap: aioimaplib.IMAP4 | None = None
         self._lost: asyncio.Future[None] | None = None
         self._lock = asyncio.Lock()
 
     def _error(self, text: str, *, remote: bool = False) -> EmailError:
-        return EmailError(scrubbed(text, self._password.get_secret_value()), remote=remote)
+        return EmailError(scrubbed(text, *self._secrets), remote=remote)
 
     async def _open(self) -> tuple[aioimaplib.IMAP4, asyncio.Future[None]]:
         lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -131,19 +158,46 @@ class ImapConnection:
             await imap.wait_hello_from_server()
             if self.security == "starttls":
                 await self._starttls(imap)
-            response = await imap.login(self.username, self._password.get_secret_value())
+            response = await self._login(imap)
         except EmailError:
             _close(imap)
             raise
-        except (OSError, TimeoutError, aioimaplib.AioImapException) as exc:
+        except BaseException as exc:
             _close(imap)
+            if not isinstance(exc, (OSError, TimeoutError, aioimaplib.AioImapException)):
+                raise  # SignInNeeded from the token provider passes through as the one line it is
             raise self._error(network_error(exc, self.where, self.timeout) or f"{self.where} failed: {exc}") from None
         if response.result != "OK":
             _close(imap)
-            raise self._error(f"IMAP login to {self.host}:{self.port} as {self.username} failed: "
+            what = "refused the access token" if self._token else "failed"
+            raise self._error(f"IMAP login to {self.host}:{self.port} as {self.username} {what}: "
                               f"{server_text(response)}", remote=True)
-        log.info("imap connected host=%s port=%s security=%s", self.host, self.port, self.security)
+        log.info("imap connected host=%s port=%s security=%s auth=%s", self.host, self.port, self.security,
+                 "xoauth2" if self._token else "login")
         return imap, lost
+
+    async def _login(self, imap: aioimaplib.IMAP4) -> aioimaplib.Response:
+        """LOGIN with the password, or AUTHENTICATE XOAUTH2. A refused token is reported to the provider,
+        which refreshes it (or hands over the one another resident refreshed); tried again only if it
+        changed."""
+        if self._token is None:
+            return await imap.login(self.username, self._password.get_secret_value())
+        token = await self._token()
+        self._secrets = [token]
+        response = await self._xoauth2(imap, token)
+        if response.result != "OK" and (fresh := await self._token(refused=token)) != token:
+            self._secrets.append(fresh)
+            log.info("imap xoauth2 refused; retrying with a newer token host=%s", self.host)
+            response = await self._xoauth2(imap, fresh)
+        return response
+
+    async def _xoauth2(self, imap: aioimaplib.IMAP4, token: str) -> aioimaplib.Response:
+        proto = imap.protocol
+        command = _XOAuth2(proto, self.username, token, self.timeout)
+        response = await asyncio.wait_for(proto.execute(command, scrub=token), self.timeout)
+        if response.result == "OK":
+            proto.state = aioimaplib.AUTH
+        return response
 
     async def _starttls(self, imap: aioimaplib.IMAP4) -> None:
         if not imap.has_capability("STARTTLS"):

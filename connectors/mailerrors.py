@@ -55,6 +55,9 @@ def network_error(exc: BaseException, where: str, timeout: float) -> str | None:
     return None
 
 
-def scrubbed(text: str, secret: str) -> str:
-    """`text` with `secret` masked: server replies and library messages may echo what we sent."""
-    return text.replace(secret, "***") if secret else text
+def scrubbed(text: str, *secrets: str) -> str:
+    """`text` with each secret (a password, an access token) masked: server replies and library messages
+    may echo what we sent."""
+    for secret in secrets:
+        text = text.replace(secret, "***") if secret else text
+    return text

@@ -109,6 +109,7 @@ class Gateway:
                              turns=lambda: self.runtime, surfaces=SurfaceStatus(self.started, self.surfaces),
                              resident=self.resident)
         self.services.update(await build_services(self.config, self.store, ports))
+        await self._account_notices()
         self.runtime = Runtime(self.store, self.config, self.model, self.toolsets, self.services, self.outbox, caller,
                                self.access, surfaces={s.name: s for s in self.surfaces})
         self.runtime.commands = Commands(self.runtime, self.approvals)
@@ -132,6 +133,19 @@ class Gateway:
         for surface in self.surfaces:
             await self._start_surface(surface)
         self.outbox.start({s.name: s for s in self.surfaces})
+
+    async def _account_notices(self) -> None:
+        """Owners hear once when a provider signs an account out; a resident also sends what a process
+        that is gone could not."""
+        accounts = self.services.get("accounts")
+        if accounts is None:
+            return
+        from gateway.accounts.notices import ExpiryNotices
+
+        notices = ExpiryNotices(self.config, accounts, self.outbox.enqueue)
+        accounts.on_expired = notices.send
+        if self.resident:
+            await notices.send()
 
     def _index_tools(self) -> None:
         """Re-index the tools by name, in place (an MCP server's tool list changed)."""

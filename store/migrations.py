@@ -7,7 +7,7 @@ import sqlite3
 from sqlite_utils import Database
 from sqlite_utils.migrations import Migrations
 
-from store import search_index
+from store import accounts, search_index
 
 MIGRATIONS = Migrations("anyy")
 
@@ -391,10 +391,10 @@ def m015_claims(db: Database) -> None:
 
 
 MIGRATIONS()(search_index.m016_deferred_search_index)
+MIGRATIONS()(accounts.m017_accounts)
 
 
 def migrate(conn: sqlite3.Connection) -> None:
     """Apply the pending migrations; the file's `user_version` says how many are (`Store` reads it)."""
-    db = Database(conn)
-    MIGRATIONS.apply(db)
+    MIGRATIONS.apply(db := Database(conn))
     conn.execute(f"PRAGMA user_version = {len(MIGRATIONS.applied(db))}")

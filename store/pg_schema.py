@@ -14,6 +14,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from store import accounts
 from store.sql import advisory_key
 
 log = logging.getLogger(__name__)
@@ -147,6 +148,7 @@ def _baseline(db: Any) -> None:
 
 PG_MIGRATIONS: list[tuple[str, Callable[[Any], None]]] = [
     ("pg001_baseline", _baseline),
+    ("pg002_accounts", accounts.m017_accounts),  # the same DDL on both engines
 ]
 
 

@@ -25,7 +25,7 @@ MAX_TOP_MODULES = 14
 # that any unit may use; the circle check still covers them.
 LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"config", "automations", "selection"}),
-    frozenset({"approvals", "services", "surfaces", "llm"}),
+    frozenset({"approvals", "services", "surfaces", "llm", "accounts"}),
     frozenset({"turns"}),
     frozenset({"app"}),
     frozenset({"cli", "dashboard"}),

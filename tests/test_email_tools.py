@@ -189,7 +189,7 @@ async def test_send_delivers_exactly_the_stored_draft_once(ctx: RecordingContext
     assert shown.text == (f"Send this email (draft {draft_id}):\n\nFrom: Owner Example <owner@example.test>\n"
                           "To: Bob <bob@example.net>\nCc: carol@example.com\nBcc: audit@example.org\n"
                           f"Subject: Numbers for Q1\n\n{LONG_BODY}")
-    assert shown.payload == {"draft_id": draft_id, "message": stored.message}
+    assert shown.payload == {"draft_id": draft_id, "account": "default", "message": stored.message}
 
     outcome = await call(email_send, ctx, draft_id=draft_id)
     assert stored.message["message_id"] in outcome and outcome.startswith('Sent "Numbers for Q1" to bob@example.net')

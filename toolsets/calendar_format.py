@@ -125,9 +125,10 @@ def event_diff(before: Event, after: Event, tz: ZoneInfo) -> list[str]:
     return [f"  {k}: {old[k] or '(none)'} -> {new[k] or '(none)'}" for k in old if old[k] != new[k]]
 
 
-def change_text(before: Event, after: Event, tz: ZoneInfo) -> str:
-    """A change to an event as the owner reviews it: which event, then its diff."""
-    return "\n".join([f"Change \"{before.summary}\" ({when_text(before, tz)}) in {before.calendar}:",
+def change_text(before: Event, after: Event, tz: ZoneInfo, account: str = "") -> str:
+    """A change to an event as the owner reviews it: which event (`account` naming its account), then its
+    diff."""
+    return "\n".join([f"Change \"{before.summary}\" ({when_text(before, tz)}) in {before.calendar}{account}:",
                       *event_diff(before, after, tz)])
 
 

@@ -6,10 +6,15 @@ Approve; its preview shows from, to, cc, bcc, subject and the whole body, and it
 message. The approved effect sends exactly the payload, once: it claims the draft (draft -> sent) only
 while the draft still holds that very message, before talking to the server, so a draft revised after
 the prompt — even in the instant before the send — makes the approval send nothing.
+
+Several mailboxes may be configured (`toolsets.accounts`): every tool takes an optional `account`, the
+first being the default. A draft stores the account it was written in and is sent from that account;
+the send preview names the account when there are several.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, tzinfo
@@ -18,19 +23,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import Field, ValidationError
 
 from connectors.mailerrors import EmailError
+from connectors.oauth_token import SignInNeeded
 from store.drafts import Drafts
 from store.records import EmailDraftRecord
-from toolsets.base import (
-    ApprovalPolicy,
-    ExecutionPolicy,
-    Policy,
-    Preview,
-    Risk,
-    ToolContext,
-    ToolError,
-    Toolset,
-    configured,
-)
+from toolsets.accounts import AccountClients, accounts_of
+from toolsets.base import ApprovalPolicy, ExecutionPolicy, Policy, Preview, Risk, ToolContext, ToolError, Toolset
 from toolsets.flat_args import OptDate, OptInt, OptStr, OptStrs
 
 # The client (aioimaplib, aiosmtplib) is the [email] service's, imported with it; composing and parsing
@@ -55,6 +52,7 @@ TOOLSET = Toolset(
         r"邮件", r"邮箱", r"电邮", r"回复", r"回信", r"收件箱", r"未读", r"草稿", r"发信", r"写信", r"附件", r"抄送",
     ),
     requires="email",
+    owners_only=True,  # the owner's mailboxes (their accounts): never a guest's, whatever [access] guest_toolsets says
 )
 
 _READ: Policy = {"risk": Risk.READ, "execution": ExecutionPolicy.DIRECT}
@@ -63,9 +61,14 @@ _SEND: Policy = {"risk": Risk.RUNTIME_HIGH, "approval": ApprovalPolicy.ALWAYS,
 Addresses = OptStrs
 
 
-def _client(ctx: ToolContext) -> EmailClient:
-    client: EmailClient = configured(ctx, "email", "email")
-    return client
+def _accounts(ctx: ToolContext) -> AccountClients[EmailClient]:
+    return accounts_of(ctx, "email", "email")
+
+
+async def _client(ctx: ToolContext, account: str | None) -> tuple[str, EmailClient]:
+    """(name, client) of the mailbox `account` names (the first without one)."""
+    with _errors(ctx):
+        return await _accounts(ctx).pick(account)
 
 
 def _told(ctx: ToolContext, exc: EmailError) -> str:
@@ -80,6 +83,8 @@ def _errors(ctx: ToolContext) -> Iterator[None]:
         yield
     except EmailError as exc:
         raise ToolError(_told(ctx, exc)) from None
+    except SignInNeeded as exc:
+        raise ToolError(str(exc)) from None
 
 
 def _invalid(exc: ValidationError) -> ToolError:
@@ -92,10 +97,26 @@ def _invalid(exc: ValidationError) -> ToolError:
 
 
 def _message(data: Any) -> OutgoingMessage:
-    """A stored message (a draft's, an approval payload's) as the message it is."""
+    """A stored message (a draft's, an approval payload's) as the message it is. The stored form also
+    names the account it is sent from (`_stored`); drafts from before accounts have none."""
     from connectors.mailcompose import OutgoingMessage
 
-    return OutgoingMessage.model_validate(data)
+    return OutgoingMessage.model_validate({k: v for k, v in data.items() if k != "account"})
+
+
+def _stored(message: OutgoingMessage, account: str) -> dict[str, Any]:
+    """What a draft stores and an approval binds: the whole message and the account that sends it."""
+    return {"account": account, **message.model_dump()}
+
+
+def _draft_account(ctx: ToolContext, record: EmailDraftRecord, account: str | None) -> str:
+    """The account a draft is sent from: the one it was written in (the first for an older draft);
+    naming another is refused rather than silently ignored."""
+    mine = _accounts(ctx).known(record.message.get("account"))
+    if account and account.strip() and account.strip() != mine:
+        raise ToolError(f"draft {record.id} was written in account {mine!r} and is sent from it; draft the message "
+                        f"again in account {account.strip()!r} to send it from there")
+    return mine
 
 
 def _compose(**fields: Any) -> OutgoingMessage:
@@ -146,13 +167,31 @@ def _card(m: MailMessage, tz: tzinfo) -> str:
 
 
 @TOOLSET.tool(**_READ)
-async def email_status(ctx: ToolContext) -> str:
-    """Check the mailbox: whether the IMAP and SMTP servers accept our login, and INBOX message counts."""
-    status = await _client(ctx).status()
-    lines = [f"Mailbox {status.account}: IMAP {status.imap}; SMTP {status.smtp}."]
-    if status.messages is not None:
-        lines.append(f"INBOX: {status.messages} messages, {status.unseen} unread.")
-    return "\n".join(lines)
+async def email_status(ctx: ToolContext, account: OptStr = None) -> str:
+    """List the mail accounts, whether their IMAP and SMTP servers accept our login, and INBOX counts.
+
+    Args:
+        account: Only this account; default all.
+    """
+    accounts = _accounts(ctx)
+    names = [accounts.known(account)] if account else accounts.names
+
+    async def one(name: str) -> list[str]:
+        try:
+            _, client = await accounts.pick(name)
+            status = await client.status()
+        except SignInNeeded as exc:
+            return [str(exc)]
+        lines = [f"Mailbox {status.account}: IMAP {status.imap}; SMTP {status.smtp}."]
+        if status.messages is not None:
+            lines.append(f"INBOX: {status.messages} messages, {status.unseen} unread.")
+        return lines
+
+    found = await asyncio.gather(*(one(n) for n in names))
+    if len(accounts) == 1:
+        return "\n".join(found[0])
+    return "\n".join(f"Account {accounts.label(n)}" + (" (the default)" if n == accounts.default else "") + ":\n  "
+                     + "\n  ".join(lines) for n, lines in zip(names, found, strict=True))
 
 
 @TOOLSET.tool(**_READ, visible_chars=5000)
@@ -167,6 +206,7 @@ async def email_search(
     unread_only: bool = False,
     folder: str = "INBOX",
     limit: Annotated[int, Field(ge=1, le=50)] = 10,
+    account: OptStr = None,
 ) -> str:
     """Search mail (all criteria must match), newest first: uid, date, sender, subject, text start.
 
@@ -176,10 +216,13 @@ async def email_search(
         text: Words in headers or body.
         since: On or after this date.
         before: Before this date.
+        folder: A folder or Gmail label ("[Gmail]/All Mail", "[Gmail]/Sent Mail").
+        account: Mail account (email_status lists them); default the first.
     """
+    _, client = await _client(ctx, account)
     with _errors(ctx):
-        found = await _client(ctx).search(from_=sender, to=to, subject=subject, text=text, since=since,
-                                          before=before, unseen=unread_only, folder=folder, limit=limit)
+        found = await client.search(from_=sender, to=to, subject=subject, text=text, since=since,
+                                    before=before, unseen=unread_only, folder=folder, limit=limit)
     if not found:
         return f"No messages in {folder} match."
     lines = []
@@ -193,14 +236,16 @@ async def email_search(
 
 
 @TOOLSET.tool(**_READ, visible_chars=6000)
-async def email_get(ctx: ToolContext, uid: int, folder: str = "INBOX") -> str:
+async def email_get(ctx: ToolContext, uid: int, folder: str = "INBOX", account: OptStr = None) -> str:
     """Read one message (headers, attachments, text); it stays unread.
 
     Args:
         uid: From email_search.
+        account: As email_search.
     """
+    _, client = await _client(ctx, account)
     with _errors(ctx):
-        message = await _client(ctx).get(uid, folder)
+        message = await client.get(uid, folder)
     return ctx.external(f"email uid {uid} in {folder}", _card(message, ctx.tz))
 
 
@@ -215,6 +260,7 @@ async def email_draft(
     reply_to_uid: OptInt = None,
     folder: str = "INBOX",
     draft_id: OptStr = None,
+    account: OptStr = None,
 ) -> str:
     """Save a draft, send nothing; returns its id (send with email_send). reply_to_uid threads a reply
     (subject "Re: ...", to its sender); draft_id revises a draft (only given fields change).
@@ -223,11 +269,13 @@ async def email_draft(
         to: Addresses, "a@x.org" or "Ann <a@x.org>".
         body: Plain text.
         folder: Folder of reply_to_uid.
+        account: The account it is sent from (and reply_to_uid's); default the first.
     """
     from connectors.mailcompose import new_message_id, reply_subject
 
-    client = _client(ctx)
-    base = _message((await _unsent(ctx, draft_id)).message) if draft_id else None
+    record = await _unsent(ctx, draft_id) if draft_id else None
+    name, client = await _client(ctx, _draft_account(ctx, record, account) if record else account)
+    base = _message(record.message) if record else None
     fields: dict[str, Any] = base.model_dump() if base else {
         "from_address": client.settings.from_address, "from_name": client.settings.from_name,
         "message_id": new_message_id(client.settings.from_address)}
@@ -244,11 +292,11 @@ async def email_draft(
     message = _compose(**fields)
     drafts = Drafts(ctx.store)
     if draft_id:
-        record = await drafts.update(ctx.user_key, draft_id, message.model_dump())
+        record = await drafts.update(ctx.user_key, draft_id, _stored(message, name))
         if record is None:
             raise ToolError(f"draft {draft_id} was sent meanwhile; it can no longer change")
     else:
-        record = await drafts.create(ctx.user_key, message.model_dump())
+        record = await drafts.create(ctx.user_key, _stored(message, name))
     return (f"Draft {record.id} saved; nothing has been sent. To send it, call email_send with "
             f"draft_id=\"{record.id}\" (the owner approves first).\n\n{message.preview()}")
 
@@ -262,32 +310,43 @@ async def email_send(
     bcc: Addresses = None,
     subject: OptStr = None,
     body: OptStr = None,
+    account: OptStr = None,
 ) -> str:
     """Send, after the owner approves, a draft (draft_id) or a new message (to, subject, body; cc, bcc).
 
     Args:
         draft_id: From email_draft; or give the message fields instead.
+        account: Sends a new message from this account (a draft goes from its own); default the first.
     """
-    return await _send(ctx, None, await _send_payload(ctx, draft_id, to, cc, bcc, subject, body))
+    return await _send(ctx, None, await _send_payload(ctx, draft_id, to, cc, bcc, subject, body, account))
 
 
 async def _send_payload(ctx: ToolContext, draft_id: str | None, to: Addresses, cc: Addresses, bcc: Addresses,
-                        subject: str | None, body: str | None) -> dict[str, Any]:
+                        subject: str | None, body: str | None, account: str | None) -> dict[str, Any]:
     """The whole effect of an email_send call: the draft it sends (None for an inline message) and the
-    complete message, an inline one given its Message-ID now."""
+    complete message with the account it goes from, an inline one given its Message-ID now."""
+    _accounts(ctx)  # without a mailbox, say so first
+    if draft_id:
+        if any(f is not None for f in (to, cc, bcc, subject, body)):
+            raise ToolError("give either draft_id or the message fields (to, cc, bcc, subject, body), not both")
+        record = await _unsent(ctx, draft_id)
+        return {"draft_id": record.id, "account": _draft_account(ctx, record, account), "message": record.message}
+    if not to and not cc and not bcc:
+        raise ToolError("give draft_id, or a complete message: to, subject and body")
     from connectors.mailcompose import new_message_id
 
-    client = _client(ctx)
-    record, message = await _outgoing(ctx, client, new_message_id(client.settings.from_address), draft_id,
-                                      to, cc, bcc, subject, body)
-    return {"draft_id": record.id if record else None,
-            "message": record.message if record else message.model_dump()}
+    name, client = await _client(ctx, account)
+    message = _compose(message_id=new_message_id(client.settings.from_address),
+                       from_address=client.settings.from_address, from_name=client.settings.from_name,
+                       to=to or [], cc=cc or [], bcc=bcc or [], subject=subject, body=body)
+    return {"draft_id": None, "account": name, "message": _stored(message, name)}
 
 
 @email_send.effect
 async def _send(ctx: ToolContext, args: Any, payload: dict[str, Any]) -> str:
-    """Send the payload's message as it is, once."""
-    client, drafts = _client(ctx), Drafts(ctx.store)
+    """Send the payload's message as it is, once, from the account it names."""
+    _, client = await _client(ctx, payload.get("account"))  # approvals from before accounts name none
+    drafts = Drafts(ctx.store)
     message = _message(payload["message"])
     draft_id = payload["draft_id"] or (await drafts.create(ctx.user_key, payload["message"])).id
     if not await drafts.claim(ctx.user_key, draft_id, payload["message"]):
@@ -298,6 +357,9 @@ async def _send(ctx: ToolContext, args: Any, payload: dict[str, Any]) -> str:
         raise ToolError(f"draft {draft_id} was already sent or is gone; it will not be sent again")
     try:
         result = await client.send(message.build(ctx.now()))
+    except SignInNeeded as exc:  # raised before anything reached the server
+        await drafts.unmark_sent(ctx.user_key, draft_id)
+        raise ToolError(f"not sent: {exc} (draft {draft_id} is kept and can be sent once reconnected)") from None
     except EmailError as exc:
         if exc.maybe_sent:
             raise ToolError(f"{_told(ctx, exc)} (draft {draft_id} is kept as sent so it cannot go out twice)") from None
@@ -319,26 +381,13 @@ def _sent_copy(ctx: ToolContext, sent_copy: str) -> str:
     return f"Copy {folder}: " + ctx.external("mail server", why)
 
 
-async def _outgoing(ctx: ToolContext, client: EmailClient, message_id: str, draft_id: str | None,
-                    to: Addresses, cc: Addresses, bcc: Addresses, subject: str | None,
-                    body: str | None) -> tuple[EmailDraftRecord | None, OutgoingMessage]:
-    """What an email_send call means: its unsent draft, or the inline message (not stored yet, and given
-    `message_id`)."""
-    if draft_id:
-        if any(f is not None for f in (to, cc, bcc, subject, body)):
-            raise ToolError("give either draft_id or the message fields (to, cc, bcc, subject, body), not both")
-        record = await _unsent(ctx, draft_id)
-        return record, _message(record.message)
-    if not to and not cc and not bcc:
-        raise ToolError("give draft_id, or a complete message: to, subject and body")
-    return None, _compose(message_id=message_id, from_address=client.settings.from_address,
-                          from_name=client.settings.from_name, to=to or [], cc=cc or [], bcc=bcc or [],
-                          subject=subject, body=body)
-
-
 @email_send.preview
 async def _preview_send(ctx: ToolContext, args: Any) -> Preview:
-    payload = await _send_payload(ctx, args.draft_id, args.to, args.cc, args.bcc, args.subject, args.body)
+    payload = await _send_payload(ctx, args.draft_id, args.to, args.cc, args.bcc, args.subject, args.body,
+                                  args.account)
     label = f" (draft {payload['draft_id']})" if payload["draft_id"] else ""
+    accounts = _accounts(ctx)
+    if len(accounts) > 1:
+        label += f" from account {accounts.label(payload['account'])}"
     message = _message(payload["message"])
     return Preview(text=f"Send this email{label}:\n\n{message.preview()}", payload=payload)

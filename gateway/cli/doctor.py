@@ -33,6 +33,7 @@ async def doctor(config: Config, args: argparse.Namespace) -> int:
     if not surfaces and not problems:
         results.append((WARN, "surfaces", "none configured: only `anyy chat` (the terminal) can reach you"))
     results += await connector_checks(config)
+    results += await _accounts(config)
     results.append(toolsets_line(config))
     results += await computer_use_check(config.computer_use)
     results += await doctor_checks(config)
@@ -99,6 +100,27 @@ async def _store(config: Config) -> tuple[str, str, str]:
     if config.store.url:
         detail += "; " + ", ".join([*polls, f"{lanes} conversation(s) in a turn"])
     return OK, "store", detail
+
+
+async def _accounts(config: Config) -> list[tuple[str, str, str]]:
+    """Each OAuth account's state from the store (no token is read, no provider called), and whether
+    this process's key opens the stored tokens."""
+    if not config.accounts:
+        return []
+    from gateway.accounts import account_tokens
+    from store.db import StoreError
+    try:
+        async with config.new_store() as store:
+            accounts = account_tokens(config, store)
+            states = await accounts.states()
+            key_problem = await accounts.key_problem()
+    except StoreError:
+        return []  # the store line says why
+    marks = {"connected": OK, "missing scopes": WARN}
+    lines = [(marks.get(s.state, BAD), "account", s.summary) for s in states]
+    if key_problem:
+        lines.append((BAD, "accounts", key_problem))
+    return lines
 
 
 async def _model(config: Config) -> tuple[str, str, str]:

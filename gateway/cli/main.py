@@ -12,7 +12,7 @@ from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from gateway import __version__
-from gateway.cli import admin
+from gateway.cli import accounts, admin
 from gateway.logs import setup_logging
 
 # What a command needs is imported when it runs: `anyy --help` loads no gateway, and a command loads
@@ -144,6 +144,7 @@ def parser() -> argparse.ArgumentParser:
                    help="run the resident assistant (all surfaces + scheduler)").set_defaults(fn=run)
     sub.add_parser("chat", parents=[common], help="chat in this terminal").set_defaults(fn=chat)
     admin.add_parsers(sub, common)
+    accounts.add_parsers(sub, common)
     return p
 
 

@@ -14,6 +14,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
+from gateway.config.accounts import AccountConfig, check_account_names
 from gateway.config.base import Section
 from gateway.config.capabilities import (
     ArtifactsConfig,
@@ -34,7 +35,8 @@ from gateway.config.capabilities import (
 
 # Callers import every section from here, wherever it is defined.
 __all__ = [
-    "AccessConfig", "ApprovalsConfig", "ArtifactsConfig", "BrowserConfig", "CalendarConfig", "ComputerUseConfig",
+    "AccessConfig", "AccountConfig", "ApprovalsConfig", "ArtifactsConfig", "BrowserConfig", "CalendarConfig",
+    "ComputerUseConfig",
     "Config", "ConfigError", "ConsoleConfig", "DashboardConfig", "EmailConfig", "GovernanceConfig", "ImagesConfig",
     "McpConfig",
     "McpServerConfig", "ModelConfig", "RuntimeConfig", "SkillsConfig", "SlackConfig", "SpeechConfig", "StoreConfig",
@@ -225,6 +227,7 @@ class SlackConfig(Section):
 
 
 class EmailConfig(Section):
+    name: str = "default"  # the account's name, as tools and `anyy accounts list` call it
     imap_host: str
     imap_port: int = 993
     imap_security: Literal["ssl", "starttls", "none"] = "ssl"
@@ -242,6 +245,7 @@ class EmailConfig(Section):
 
 
 class CalendarConfig(Section):
+    name: str = "default"  # the account's name, as tools and `anyy accounts list` call it
     url: str
     username: str = ""
     password_env: str = "ANYY_CALENDAR_PASSWORD"
@@ -274,6 +278,7 @@ class Config(Section):
     slack: SlackConfig | None = None
     email: EmailConfig | None = None
     calendar: CalendarConfig | None = None
+    accounts: dict[str, AccountConfig] = Field(default_factory=dict)  # OAuth accounts by name (docs/accounts.md)
     web: WebConfig = Field(default_factory=WebConfig)
     browser: BrowserConfig = Field(default_factory=BrowserConfig)
     images: ImagesConfig = Field(default_factory=ImagesConfig)
@@ -281,6 +286,12 @@ class Config(Section):
 
     source: str = Field(default="(defaults)", exclude=True)
     data_dir: Path = Field(default_factory=lambda: data_dir(), exclude=True)
+
+    @model_validator(mode="after")
+    def _account_names(self) -> "Config":
+        check_account_names(self.accounts, self.email.name if self.email else None,
+                            self.calendar.name if self.calendar else None)
+        return self
 
     @property
     def tz(self) -> ZoneInfo:
@@ -316,10 +327,15 @@ class Config(Section):
             for key, value in model:
                 if isinstance(value, BaseModel):
                     walk(value)
+                elif isinstance(value, dict):  # [accounts.NAME] tables
+                    for item in value.values():
+                        if isinstance(item, BaseModel):
+                            walk(item)
                 elif key.endswith("_env") and isinstance(value, str) and value:
                     names.add(value)
 
         walk(self)
+        names.add("ANYY_SECRET_KEY")  # the key sealing the accounts' tokens (gateway/accounts/vault.py)
         return names | self.mcp.env_references()
 
 
@@ -363,7 +379,7 @@ def parse_config(raw: dict[str, Any], source: str = "(inline)") -> Config:
             key = ".".join(str(p) for p in err["loc"])
             msg = "unknown key (check the spelling against config.example.toml)" if err["type"] == "extra_forbidden" \
                 else err["msg"].removeprefix("Value error, ")
-            problems.append(f"  [{key}] {msg}")
+            problems.append(f"  [{key}] {msg}" if key else f"  {msg}")
         raise ConfigError(f"{source}: invalid configuration:\n" + "\n".join(problems)) from None
     cfg.source = source
     return cfg

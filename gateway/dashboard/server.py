@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from gateway.dashboard import actions, overview, pages, records
+from gateway.dashboard import accounts, actions, overview, pages, records
 from gateway.dashboard.auth import COOKIE, LOGIN_PATH, PREFIX, WebSessions, load_or_create_token, token_matches
 from gateway.dashboard.context import GATEWAY, SESSION, SESSIONS, STYLESHEET, TEMPLATES, TOKEN, see_other, templates
 
@@ -115,6 +115,7 @@ def build_app(gateway: Gateway, token: str) -> web.Application:
     pages.add_routes(app.router)
     actions.add_routes(app.router)
     records.add_routes(app.router)
+    accounts.add_routes(app.router)
     return app
 
 

@@ -57,10 +57,13 @@ def availability(config: Config) -> Availability:
             if configured:
                 broken.add(name)
 
-    lack("email", None if config.email is not None else
-         "connector not configured: add a [email] section to the config (docs/email.md)", False)
-    lack("calendar", None if config.calendar is not None else
-         "connector not configured: add a [calendar] section to the config (docs/calendar.md)", False)
+    served = {service for account in config.accounts.values() for service in account.services}
+    lack("email", None if config.email is not None or "email" in served else
+         "connector not configured: add a [email] section or an [accounts.NAME] account to the config "
+         "(docs/email.md, docs/accounts.md)", False)
+    lack("calendar", None if config.calendar is not None or "calendar" in served else
+         "connector not configured: add a [calendar] section or an [accounts.NAME] account to the config "
+         "(docs/calendar.md, docs/accounts.md)", False)
     lack("web_search", None if config.web.search != "none" else
          "no web search backend is configured (set [web] search; docs/web.md)", False)
     lack("terminal", None if config.terminal.enabled else

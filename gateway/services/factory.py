@@ -1,7 +1,8 @@
 """The services tools reach through `ToolContext.service(name)`: connectors and gateway services.
 
 A connector is registered only when its config section exists, which is what makes its toolset
-appear for the model (toolsets name the service they require).
+appear for the model (toolsets name the service they require); the mail and calendar accounts are
+`gateway.services.accounts`'.
 """
 
 from __future__ import annotations
@@ -13,14 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from pydantic import SecretStr
-
 from connectors.private_paths import PrivatePaths
 from connectors.skills import SkillLibrary
 from connectors.speech import EspeakEngine, OpenAISpeechEngine, SpeechEngine, Transcriber
 from connectors.web import Guard, HostRules, SearchError, WebFetcher, extractor_problem, search_backend
 from connectors.workspace import Workspace
-from gateway.config import CalendarConfig, ComputerUseConfig, Config, EmailConfig, WebConfig, secret
+from gateway.config import ComputerUseConfig, Config, WebConfig, secret
+from gateway.services.accounts import account_services, calendar_client, email_client
 from gateway.services.availability import Availability, availability, browser_problem, tts_problem
 from gateway.services.subagents import Enqueue, SubagentService, TurnRunner
 from store.artifacts import Artifacts
@@ -30,9 +30,7 @@ from toolsets.memory import MemoryLimits
 # A connector is imported by the function that builds it from its section, so a process imports only
 # the clients its config enables (`anyy doctor`, which loads no toolset, imports none by default).
 if TYPE_CHECKING:
-    from connectors.calendar import CalendarClient
     from connectors.desktop import Desktop
-    from connectors.email import EmailClient
     from gateway.automations.scheduler import MayRun, RunPrompt
     from toolsets.computer_use import ComputerUse
     from toolsets.jobs import Terminal
@@ -68,21 +66,6 @@ class SurfaceStatus(Mapping[str, str]):
 
     def __len__(self) -> int:
         return len(self.started)
-
-
-def email_client(cfg: EmailConfig) -> EmailClient:
-    from connectors.email import EmailClient, EmailSettings
-    settings = cfg.model_dump(exclude={"password_env", "smtp_password_env"})
-    smtp_password = SecretStr(secret(cfg.smtp_password_env) or "") if cfg.smtp_password_env else None
-    return EmailClient(EmailSettings(**settings, password=SecretStr(secret(cfg.password_env) or ""),
-                                     smtp_password=smtp_password))
-
-
-def calendar_client(cfg: CalendarConfig) -> CalendarClient:
-    from connectors.calendar import CalendarClient, CalendarSettings
-    return CalendarClient(CalendarSettings(url=cfg.url, username=cfg.username,
-                                           password=SecretStr(secret(cfg.password_env) or ""),
-                                           default_calendar=cfg.default_calendar, timeout=cfg.timeout_s))
 
 
 def web_services(cfg: WebConfig) -> dict[str, Any]:
@@ -127,7 +110,7 @@ def image_services(config: Config, avail: Availability, fetcher: WebFetcher) -> 
 
 
 def connectors(config: Config) -> dict[str, Any]:
-    """The configured connectors by service name. Building one opens no connection."""
+    """The configured password connectors by service name. Building one opens no connection."""
     out: dict[str, Any] = {}
     if config.email is not None:
         out["email"] = email_client(config.email)
@@ -239,7 +222,8 @@ async def build_services(config: Config, store: Store, ports: GatewayPorts) -> d
     avail = availability(config)
     for name in sorted(avail.broken):
         log.warning("service_unavailable service=%s reason=%s", name, avail.missing[name])
-    services: dict[str, Any] = {"surfaces": ports.surfaces, **connectors(config), **web_services(config.web),
+    services: dict[str, Any] = {"surfaces": ports.surfaces, **account_services(config, store),
+                                **web_services(config.web),
                                 **media_services(config, store), **browser_services(config, avail),
                                 "memory": MemoryLimits(max_chars=config.runtime.memory_max_chars),
                                 "workspace": workspace(config)}
