@@ -42,7 +42,7 @@ async def run(config: Config, args: argparse.Namespace) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, stop_requested, stop, sig)
     try:
         surfaces, problems = build_surfaces(config)
         for problem in problems:
@@ -66,6 +66,18 @@ async def run(config: Config, args: argparse.Namespace) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
         lock.release()
+
+
+def stop_requested(stop: asyncio.Event, sig: signal.Signals) -> None:
+    """The first SIGTERM/SIGINT starts a graceful stop (bounded by `[runtime] stop_grace_s`); a second one
+    exits at once. Nothing is lost either way: what was not finished is recorded in the store (WAL: each
+    committed transaction survives the process) and runs at the next start."""
+    if not stop.is_set():
+        stop.set()
+        return
+    log.warning("shutdown_forced signal=%s", sig.name)
+    logging.shutdown()
+    os._exit(128 + sig)
 
 
 async def start_dashboard(gw: Gateway) -> Dashboard | None:
