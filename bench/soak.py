@@ -49,11 +49,15 @@ from tests.fixtures.telegram import FakeTelegram
 from tests.support.telegram_api import FakeBot
 
 ROOT = Path(__file__).resolve().parent.parent
-# Run by `--tracemalloc`: the gateway's CLI with tracemalloc on and SIGUSR2 dumping a numbered snapshot.
-TRACED = ("import itertools, runpy, signal, sys, tracemalloc; tracemalloc.start(8); n = itertools.count(); "
-          "d = sys.argv.pop(1); signal.signal(signal.SIGUSR2, "
-          "lambda *_: tracemalloc.take_snapshot().dump(f'{d}/snap-{next(n)}')); "
-          "runpy.run_module('gateway.cli', run_name='__main__')")
+KEEP_POLLS = 120  # the fake keeps the messages of the last minute (polled every 0.5 s)
+# Run by `--tracemalloc`: the gateway's CLI with SIGUSR2 dumping a numbered snapshot; the first one starts
+# tracing (tracing from the start would slow the imports past the bench's patience), so the comparison
+# shows what was allocated after it and is still held.
+TRACED = ("import itertools, runpy, signal, sys, tracemalloc; n = itertools.count(); d = sys.argv.pop(1)\n"
+          "def snap(*_):\n"
+          "    tracemalloc.is_tracing() or tracemalloc.start(4)\n"
+          "    tracemalloc.take_snapshot().dump(f'{d}/snap-{next(n)}')\n"
+          "signal.signal(signal.SIGUSR2, snap); runpy.run_module('gateway.cli', run_name='__main__')")
 
 
 def rss_mb(pid: int) -> float:
@@ -94,7 +98,7 @@ class Replies:
         self.answered: dict[tuple[int, int], float] = {}
         self.order: dict[int, list[int]] = collections.defaultdict(list)
         self.duplicates = 0
-        self.kept_from = 0  # message ids below this may be forgotten by the fake
+        self.marks: collections.deque[int] = collections.deque(maxlen=KEEP_POLLS)  # newest message id per poll
 
     def poll(self) -> None:
         with self.bot.lock:
@@ -115,20 +119,22 @@ class Replies:
             self.order[chat].append(index)
 
     def _prune(self) -> None:
-        """Keep the fake's message map small (its sendMessage scans it): forget messages older than the
-        previous poll's, except each chat's newest."""
+        """Keep the fake's message map small (its sendMessage scans it): forget messages older than a minute
+        (a streamed reply is edited within seconds), except each chat's newest."""
         messages = self.bot.messages
-        newest: dict[int, int] = {}
-        for chat, mid in messages:
-            newest[chat] = max(newest.get(chat, 0), mid)
-        for key in [k for k in messages if k[1] < self.kept_from and newest[k[0]] != k[1]]:
-            del messages[key]
-        self.kept_from = max((mid for _, mid in messages), default=0)
+        if len(self.marks) == KEEP_POLLS:
+            newest: dict[int, int] = {}
+            for chat, mid in messages:
+                newest[chat] = max(newest.get(chat, 0), mid)
+            for key in [k for k in messages if k[1] < self.marks[0] and newest[k[0]] != k[1]]:
+                del messages[key]
+        self.marks.append(max((mid for _, mid in messages), default=0))
 
 
 async def profile(spy: str, pid: int, seconds: int, out: Path) -> None:
     proc = await asyncio.create_subprocess_exec(spy, "record", "--pid", str(pid), "--duration", str(seconds),
-                                                "--rate", "200", "--format", "raw", "--output", str(out),
+                                                "--rate", "200", "--nonblocking", "--format", "raw",
+                                                "--output", str(out),
                                                 stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
     await proc.wait()
 
@@ -184,98 +190,107 @@ async def run(args: argparse.Namespace) -> None:
             head = [sys.executable, "-c", TRACED, str(tmp)] if marks_trace else [sys.executable, "-m", "gateway.cli"]
             log = (tmp / "stderr.txt").open("w")
             process = subprocess.Popen([*head, "run", "--config", str(cfg)], cwd=ROOT, env=env, stderr=log)
-            replies = Replies(bot)
-            await bot.wait(lambda: bot.sent("getUpdates", ok=False) or process.poll() is not None, 60, "getUpdates")
-            assert process.poll() is None, (tmp / "stderr.txt").read_text()[-3000:]
-            sent: dict[tuple[int, int], float] = {}
-            total = int(args.rate * args.duration)
-            start = time.monotonic()
-
-            async def inject() -> None:
-                for i in range(total):
-                    delay = start + i / args.rate - time.monotonic()
-                    if delay > 0:
-                        await asyncio.sleep(delay)
-                    chat, index = i % args.chats, i // args.chats
-                    sent[(chat, index)] = time.monotonic()
-                    bot.message(f"chat {chat} message {index}", user_id=FIRST_USER + chat, user_name=f"user{chat}")
-
-            injecting = asyncio.create_task(inject())
-            windows: list[dict[str, float]] = []
-            rss_points: list[tuple[int, float]] = []
-            spies: list[asyncio.Task[None]] = []
-            cpu0, t0, w = cpu_s(process.pid), start, 0
-            print(f"soak: chats={args.chats} rate={args.rate}/s duration={args.duration}s delay={args.delay}s "
-                  f"window={args.window}s messages={total}", flush=True)
-            while True:
-                await asyncio.sleep(0.5)
-                replies.poll()
-                done = len(replies.answered)
-                while marks_profile and done >= marks_profile[0]:
-                    mark = marks_profile.pop(0)
-                    spies.append(asyncio.create_task(profile(args.py_spy, process.pid, args.profile_s,
-                                                             tmp / f"profile-{mark}.txt")))
-                while marks_trace and done >= marks_trace[0]:
-                    marks_trace.pop(0)
-                    process.send_signal(signal.SIGUSR2)
-                now = time.monotonic()
-                finished = injecting.done() and done >= total
-                if now - t0 < args.window and not finished:
-                    if now - start > args.duration + args.drain_timeout:
-                        break
-                    continue
-                cpu1 = cpu_s(process.pid)
-                lo, hi = start + w * args.window, start + (w + 1) * args.window
-                lat = [replies.answered[k] - at for k, at in sent.items() if lo <= at < hi and k in replies.answered]
-                answered_now = sum(1 for at in replies.answered.values() if t0 <= at < now)
-                rss = rss_mb(process.pid)
-                if done >= 1000:
-                    rss_points.append((done, rss))
-                row = {"p50": pct(lat, 50), "p99": pct(lat, 99), "rss": rss,
-                       "cpu_ms": (cpu1 - cpu0) * 1000 / max(answered_now, 1), "n": len(lat)}
-                windows.append(row)
-                print(f"window {w:3d} t={now - start:6.0f}s sent={len(lat):5d} answered={done:6d} "
-                      f"p50={row['p50']:.3f}s p99={row['p99']:.3f}s rss={rss:6.1f}MB "
-                      f"cpu={row['cpu_ms']:.2f}ms/msg load={os.getloadavg()[0]:.2f}", flush=True)
-                cpu0, t0, w = cpu1, now, w + 1
-                if finished:
-                    break
-            await asyncio.gather(*spies)
-            injecting.cancel()
-            stopping = time.monotonic()
-            process.send_signal(signal.SIGTERM)
             try:
-                process.wait(timeout=60)
+                replies = Replies(bot)
+                await bot.wait(lambda: bot.sent("getUpdates", ok=False) or process.poll() is not None, 180,
+                               "getUpdates")
+                assert process.poll() is None, (tmp / "stderr.txt").read_text()[-3000:]
+                sent: dict[tuple[int, int], float] = {}
+                total = int(args.rate * args.duration)
+                start = time.monotonic()
+
+                async def inject() -> None:
+                    for i in range(total):
+                        delay = start + i / args.rate - time.monotonic()
+                        if delay > 0:
+                            await asyncio.sleep(delay)
+                        chat, index = i % args.chats, i // args.chats
+                        sent[(chat, index)] = time.monotonic()
+                        bot.message(f"chat {chat} message {index}", user_id=FIRST_USER + chat, user_name=f"user{chat}")
+
+                injecting = asyncio.create_task(inject())
+                windows: list[dict[str, float]] = []
+                rss_points: list[tuple[int, float]] = []
+                spies: list[asyncio.Task[None]] = []
+                cpu0, t0, w = cpu_s(process.pid), start, 0
+                print(f"soak: chats={args.chats} rate={args.rate}/s duration={args.duration}s delay={args.delay}s "
+                      f"window={args.window}s messages={total}", flush=True)
+                while True:
+                    await asyncio.sleep(0.5)
+                    replies.poll()
+                    done = len(replies.answered)
+                    while marks_profile and done >= marks_profile[0]:
+                        mark = marks_profile.pop(0)
+                        spies.append(asyncio.create_task(profile(args.py_spy, process.pid, args.profile_s,
+                                                                 tmp / f"profile-{mark}.txt")))
+                    while marks_trace and done >= marks_trace[0]:
+                        marks_trace.pop(0)
+                        process.send_signal(signal.SIGUSR2)
+                    now = time.monotonic()
+                    finished = injecting.done() and done >= total
+                    if now - t0 < args.window and not finished:
+                        if now - start > args.duration + args.drain_timeout:
+                            break
+                        continue
+                    cpu1 = cpu_s(process.pid)
+                    lo, hi = start + w * args.window, start + (w + 1) * args.window
+                    lat = [replies.answered[k] - at for k, at in sent.items()
+                           if lo <= at < hi and k in replies.answered]
+                    answered_now = sum(1 for at in replies.answered.values() if t0 <= at < now)
+                    rss = rss_mb(process.pid)
+                    if done >= 1000:
+                        rss_points.append((done, rss))
+                    row = {"p50": pct(lat, 50), "p99": pct(lat, 99), "rss": rss,
+                           "cpu_ms": (cpu1 - cpu0) * 1000 / max(answered_now, 1), "n": len(lat)}
+                    windows.append(row)
+                    print(f"window {w:3d} t={now - start:6.0f}s sent={len(lat):5d} answered={done:6d} "
+                          f"p50={row['p50']:.3f}s p99={row['p99']:.3f}s rss={rss:6.1f}MB "
+                          f"cpu={row['cpu_ms']:.2f}ms/msg load={os.getloadavg()[0]:.2f}", flush=True)
+                    cpu0, t0, w = cpu1, now, w + 1
+                    if finished:
+                        break
+                await asyncio.gather(*spies)
+                injecting.cancel()
+                stopping = time.monotonic()
+                process.send_signal(signal.SIGTERM)
+                try:
+                    process.wait(timeout=60)
+                finally:
+                    stop_s = time.monotonic() - stopping
+                    log.close()
+                err = (tmp / "stderr.txt").read_text()
+                replies.poll()
+                full = [r for r in windows if r["n"] >= args.rate * args.window * 0.9]
+                print(f"answered {len(replies.answered)}/{total}, duplicates={replies.duplicates}, "
+                      f"exit on SIGTERM {stop_s:.2f}s, error lines={err.count('ERROR')}")
+                if full:
+                    first, last = full[0], full[-1]
+                    print(f"p99 last/first full window: {last['p99']:.3f}/{first['p99']:.3f} s "
+                          f"= {last['p99'] / first['p99']:.2f}x; cpu per message last/first: "
+                          f"{last['cpu_ms']:.2f}/{first['cpu_ms']:.2f} ms = {last['cpu_ms'] / first['cpu_ms']:.2f}x")
+                print(f"RSS slope after the first 1,000 messages: {slope_per_1000(rss_points):+.2f} MB per 1,000 "
+                      f"({len(rss_points)} samples)")
+                for raw in sorted(tmp.glob("profile-*.txt"), key=lambda p: int(p.stem.split("-")[1])):
+                    if args.log:  # kept beside the log, for a closer look (py-spy's collapsed stacks)
+                        Path(f"{args.log}.{raw.name}").write_text(raw.read_text())
+                    print(f"py-spy at {raw.stem.split('-')[1]} messages answered:")
+                    print_profile(raw.read_text())
+                snaps = sorted(tmp.glob("snap-*"), key=lambda p: int(p.name.split("-")[1]))
+                if len(snaps) >= 2:
+                    print_tracemalloc(snaps[0], snaps[-1])
+                errors = [line for line in err.splitlines() if "ERROR" in line]
+                for line in dict.fromkeys(e.split(" ", 2)[-1][:200] for e in errors[:200]):
+                    print(f"  error: {line}")
+                if args.log:
+                    Path(args.log).write_text(err)
+                wrong = {c: misplaced(got) for c in range(args.chats)
+                         if (got := replies.order.get(c, [])) != list(range(1 + max(i for (ch, i) in sent if ch == c)))}
+                assert not replies.duplicates and not wrong, f"not once in order: {dict(list(wrong.items())[:5])}"
+                assert len(replies.answered) == total, f"{len(replies.answered)} answered of {total}"
             finally:
-                stop_s = time.monotonic() - stopping
-                log.close()
-            err = (tmp / "stderr.txt").read_text()
-            replies.poll()
-            full = [r for r in windows if r["n"] >= args.rate * args.window * 0.9]
-            print(f"answered {len(replies.answered)}/{total}, duplicates={replies.duplicates}, "
-                  f"exit on SIGTERM {stop_s:.2f}s, error lines={err.count('ERROR')}")
-            if full:
-                first, last = full[0], full[-1]
-                print(f"p99 last/first full window: {last['p99']:.3f}/{first['p99']:.3f} s "
-                      f"= {last['p99'] / first['p99']:.2f}x; cpu per message last/first: "
-                      f"{last['cpu_ms']:.2f}/{first['cpu_ms']:.2f} ms = {last['cpu_ms'] / first['cpu_ms']:.2f}x")
-            print(f"RSS slope after the first 1,000 messages: {slope_per_1000(rss_points):+.2f} MB per 1,000 "
-                  f"({len(rss_points)} samples)")
-            for raw in sorted(tmp.glob("profile-*.txt"), key=lambda p: int(p.stem.split("-")[1])):
-                print(f"py-spy at {raw.stem.split('-')[1]} messages answered:")
-                print_profile(raw.read_text())
-            snaps = sorted(tmp.glob("snap-*"), key=lambda p: int(p.name.split("-")[1]))
-            if len(snaps) >= 2:
-                print_tracemalloc(snaps[0], snaps[-1])
-            errors = [line for line in err.splitlines() if "ERROR" in line]
-            for line in dict.fromkeys(e.split(" ", 2)[-1][:200] for e in errors[:200]):
-                print(f"  error: {line}")
-            if args.log:
-                Path(args.log).write_text(err)
-            wrong = {c: misplaced(got) for c in range(args.chats)
-                     if (got := replies.order.get(c, [])) != list(range(1 + max(i for (ch, i) in sent if ch == c)))}
-            assert not replies.duplicates and not wrong, f"not answered once in order: {dict(list(wrong.items())[:5])}"
-            assert len(replies.answered) == total, f"{len(replies.answered)} answered of {total}"
+                if process.poll() is None:  # the bench failed before its SIGTERM
+                    process.kill()
+                    process.wait()
     finally:
         fake.terminate()
         fake.wait()

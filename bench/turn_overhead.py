@@ -11,7 +11,10 @@ settled (the inbound marked done, the delivery recorded). A quarter of the turns
 a tool (task_create then a reply), the rest are plain replies. Replies are not streamed unless `--stream`
 is given (then the console prints each reply as it arrives, through the live-reply path).
 
-    .venv/bin/python bench/turn_overhead.py [--turns 400] [--stream] [--store-url postgresql://...]
+    .venv/bin/python bench/turn_overhead.py [--turns 400] [--stream] [--store-url postgresql://...] [--by-length]
+
+`--by-length` also prints the overhead's p50 over the session's first 20 turns (around turn 10) and its
+last 20 (around turn N): a turn's gateway work should not grow with the conversation's length.
 
 bench/scale.py runs it on SQLite and on a private PostgreSQL cluster in one run.
 """
@@ -60,7 +63,7 @@ def pct(values: list[float], p: float) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[int(p) - 1]
 
 
-async def main(turns: int, stream: bool, store_url: str | None = None) -> dict[str, float]:
+async def main(turns: int, stream: bool, store_url: str | None = None, by_length: bool = False) -> dict[str, float]:
     fake = await asyncio.create_subprocess_exec(sys.executable, str(ROOT / "bench" / "fake_model_server.py"),
                                                 stdout=asyncio.subprocess.PIPE)
     assert fake.stdout is not None
@@ -81,7 +84,7 @@ async def main(turns: int, stream: bool, store_url: str | None = None) -> dict[s
         console.deliver = timed_deliver  # type: ignore[method-assign]
         gw = Gateway(cfg, surfaces=[console], model=model)
         await gw.start()
-        overhead, visible, totals, tool_turns = [], [], [], []
+        overhead, visible, totals, tool_turns, every = [], [], [], [], []
         for i in range(turns + 20):
             spent0 = model.spent
             delivered.clear()
@@ -90,6 +93,7 @@ async def main(turns: int, stream: bool, store_url: str | None = None) -> dict[s
                                     f"message {i}: could you tell me a bit more about the plan for the weekend?")
             await gw.idle()
             wall = time.perf_counter() - t0
+            every.append((wall - (model.spent - spent0)) * 1000)
             if i >= 20:  # warm-up turns excluded
                 model_s = model.spent - spent0
                 totals.append(wall * 1000)
@@ -110,6 +114,10 @@ async def main(turns: int, stream: bool, store_url: str | None = None) -> dict[s
     print(f"of which tool turns, until everything settled: p50={statistics.median(tool_turns):.2f} ms")
     print(f"turn wall time incl. local model HTTP: p50={statistics.median(totals):.2f} ms p99={pct(totals, 99):.2f} ms")
     print(f"peak RSS: {rss_mb:.0f} MB")
+    if by_length:
+        early, late = statistics.median(every[:20]), statistics.median(every[-20:])
+        print(f"overhead until settled by the session's length: p50 turns 1-20 {early:.2f} ms, "
+              f"turns {len(every) - 19}-{len(every)} {late:.2f} ms ({late / early:.2f}x)")
     return {"visible_p50": statistics.median(visible), "visible_p99": pct(visible, 99),
             "settled_p50": statistics.median(overhead), "settled_p99": pct(overhead, 99),
             "tool_p50": statistics.median(tool_turns)}
@@ -120,5 +128,6 @@ if __name__ == "__main__":
     ap.add_argument("--turns", type=int, default=400)
     ap.add_argument("--stream", action="store_true", help="stream replies (the default config does)")
     ap.add_argument("--store-url", help="a PostgreSQL database instead of the SQLite file")
+    ap.add_argument("--by-length", action="store_true", help="compare the first 20 turns with the last 20")
     args = ap.parse_args()
-    asyncio.run(main(args.turns, args.stream, args.store_url))
+    asyncio.run(main(args.turns, args.stream, args.store_url, args.by_length))

@@ -4,7 +4,8 @@ converting and fitting all the rows afresh gives, orphans, images and tainted ro
 
 import pytest
 
-from gateway.turns.history import HistoryWindows, external_sources, fit_history
+from gateway.turns.history import external_sources, fit_history
+from gateway.turns.window_cache import HistoryWindows
 from store.messages import Messages
 from store.records import MessageRecord, Origin, ToolCallRecord
 from store.sessions import Sessions
