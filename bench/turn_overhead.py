@@ -13,8 +13,8 @@ is given (then the console prints each reply as it arrives, through the live-rep
 
     .venv/bin/python bench/turn_overhead.py [--turns 400] [--stream] [--store-url postgresql://...] [--by-length]
 
-`--by-length` also prints the overhead's p50 over the session's first 20 turns (around turn 10) and its
-last 20 (around turn N): a turn's gateway work should not grow with the conversation's length.
+`--by-length` also prints the overhead's p50 by the session's length: turns 1-20 (cold), then each hundred
+warm turns (21-120, 121-220, ...): a turn's gateway work should not grow with the conversation's length.
 
 bench/scale.py runs it on SQLite and on a private PostgreSQL cluster in one run.
 """
@@ -114,10 +114,13 @@ async def main(turns: int, stream: bool, store_url: str | None = None, by_length
     print(f"of which tool turns, until everything settled: p50={statistics.median(tool_turns):.2f} ms")
     print(f"turn wall time incl. local model HTTP: p50={statistics.median(totals):.2f} ms p99={pct(totals, 99):.2f} ms")
     print(f"peak RSS: {rss_mb:.0f} MB")
-    if by_length:
-        early, late = statistics.median(every[:20]), statistics.median(every[-20:])
-        print(f"overhead until settled by the session's length: p50 turns 1-20 {early:.2f} ms, "
-              f"turns {len(every) - 19}-{len(every)} {late:.2f} ms ({late / early:.2f}x)")
+    if by_length:  # the first 20 turns are cold (imports, first reads); then blocks of 100 warm turns
+        n = len(every)
+        blocks = [(1, 20), *((a, min(a + 99, n)) for a in range(21, n - 49, 100))]
+        p50 = {b: statistics.median(every[b[0] - 1:b[1]]) for b in blocks}
+        print("overhead until settled by the session's length (p50): " +
+              ", ".join(f"turns {a}-{b} {v:.2f} ms" for (a, b), v in p50.items()))
+        print(f"turns {blocks[-1][0]}-{n} / turns 21-120: {p50[blocks[-1]] / p50[blocks[1]]:.2f}x")
     return {"visible_p50": statistics.median(visible), "visible_p99": pct(visible, 99),
             "settled_p50": statistics.median(overhead), "settled_p99": pct(overhead, 99),
             "tool_p50": statistics.median(tool_turns)}

@@ -23,7 +23,7 @@ CHATS, PER_CHAT = 10, 20
 _ECHO = re.compile(r"echo: chat (\d+) message (\d+)")
 
 
-def config(tmp_path: Path, tg: FakeBot, model: FakeModel, runtime: str = "") -> Path:
+def config(tmp_path: Path, tg: FakeBot, model: FakeModel, runtime: str = "", per_bot_per_s: float = 10000) -> Path:
     users = ", ".join(str(FIRST_USER + c) for c in range(CHATS))
     return run_config(tmp_path, model, f"""[telegram]
 base_url = "{tg.base_url}"
@@ -32,7 +32,7 @@ allowed_users = [{users}]
 poll_timeout_s = 10
 
 [telegram.limits]
-per_bot_per_s = 10000
+per_bot_per_s = {per_bot_per_s}
 per_chat_per_s = 10000
 per_group_per_min = 10000
 
@@ -84,6 +84,27 @@ async def test_sigterm_with_a_backlog_exits_within_10_s_and_the_restart_answers_
         await tg.wait_calls("sendMessage", CHATS * PER_CHAT, timeout=60)
         await asyncio.sleep(0.5)  # a duplicate would show now
         assert await again.terminate() == 0
+    assert answered(tg) == {c: list(range(PER_CHAT)) for c in range(CHATS)}
+    assert len(tg.sent("sendMessage")) == CHATS * PER_CHAT
+
+
+async def test_the_outbox_flush_is_bounded_by_the_grace_and_the_rest_is_sent_after_restart(
+        tg: FakeBot, model: FakeModel, tmp_path: Path) -> None:
+    backlog(tg)
+    slow = config(tmp_path, tg, model, "stop_grace_s = 1", per_bot_per_s=2)  # replies queue up behind the limit
+    async with resident(tmp_path, slow, secrets(tg)) as anyy:
+        await tg.wait_calls("sendMessage", 2, timeout=SUBPROCESS_S)
+        started = time.monotonic()
+        assert await anyy.terminate(timeout=15) == 0, anyy.output()[-3000:]
+        took = time.monotonic() - started
+    assert took < 1 + 1 + 2, f"stopped in {took:.1f} s with a 1 s grace"  # the turns', the flush's, the rest
+    assert "outbox_stop_with_pending" in anyy.output()  # replies were left for the next start
+    first_run = len(tg.sent("sendMessage"))
+    async with resident(tmp_path, config(tmp_path, tg, model), secrets(tg)) as again:
+        await tg.wait_calls("sendMessage", CHATS * PER_CHAT, timeout=60)
+        await asyncio.sleep(0.5)
+        assert await again.terminate() == 0
+    assert first_run < CHATS * PER_CHAT
     assert answered(tg) == {c: list(range(PER_CHAT)) for c in range(CHATS)}
     assert len(tg.sent("sendMessage")) == CHATS * PER_CHAT
 
