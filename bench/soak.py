@@ -7,7 +7,8 @@ evenly spaced, each chat at rate/chats per second whether or not it was answered
 `--duration` seconds; each conversation grows by a turn per message, so a long run shows what a session's
 length costs. Printed per `--window` (messages grouped by when they were sent):
 
-* the reply latency (message sent to the reply's sendMessage) p50 and p99;
+* the reply latency (message sent to the first reply that quotes it whole: a sendMessage, or the edit of a
+  streamed one) p50 and p99;
 * the process's RSS at the window's end, and the slope of RSS against messages answered after the first
   1,000 (MB per 1,000 messages): memory that settles has a slope near 0;
 * the process's CPU seconds per message answered in the window (flat when a turn's work does not grow);
@@ -105,8 +106,8 @@ class Replies:
             new = self.bot.calls[self.seen:]
             self.seen = len(self.bot.calls)
             self._prune()
-        for call in new:
-            if call.method != "sendMessage" or not call.ok:
+        for call in new:  # a streamed reply may be sent cut short, the quote whole only in a later edit
+            if call.method not in ("sendMessage", "editMessageText") or not call.ok:
                 continue
             found = _QUOTE.search(html.unescape(str(call.params.get("text", ""))))
             if not found:
@@ -114,7 +115,8 @@ class Replies:
             chat, index = int(found[1]), int(found[2])
             assert int(call.params["chat_id"]) == FIRST_USER + chat, "a reply in the wrong chat"
             if (chat, index) in self.answered:
-                self.duplicates += 1
+                self.duplicates += call.method == "sendMessage"  # a second message; an edit is the same one
+                continue
             self.answered[(chat, index)] = call.at
             self.order[chat].append(index)
 

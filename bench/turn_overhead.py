@@ -15,6 +15,7 @@ is given (then the console prints each reply as it arrives, through the live-rep
 
 `--by-length` also prints the overhead's p50 by the session's length: turns 1-20 (cold), then each hundred
 warm turns (21-120, 121-220, ...): a turn's gateway work should not grow with the conversation's length.
+`--short` makes the messages short (a chat's: the window then holds many more of them).
 
 bench/scale.py runs it on SQLite and on a private PostgreSQL cluster in one run.
 """
@@ -63,9 +64,11 @@ def pct(values: list[float], p: float) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[int(p) - 1]
 
 
-async def main(turns: int, stream: bool, store_url: str | None = None, by_length: bool = False) -> dict[str, float]:
+async def main(turns: int, stream: bool, store_url: str | None = None, by_length: bool = False,
+               short: bool = False) -> dict[str, float]:
+    answer = ["--answer-chars", "20"] if short else []
     fake = await asyncio.create_subprocess_exec(sys.executable, str(ROOT / "bench" / "fake_model_server.py"),
-                                                stdout=asyncio.subprocess.PIPE)
+                                                *answer, stdout=asyncio.subprocess.PIPE)
     assert fake.stdout is not None
     url = (await fake.stdout.readline()).decode().strip()
     with tempfile.TemporaryDirectory() as tmp:
@@ -89,7 +92,7 @@ async def main(turns: int, stream: bool, store_url: str | None = None, by_length
             spent0 = model.spent
             delivered.clear()
             t0 = time.perf_counter()
-            await console.send_line(f"add a task number {i}" if i % 4 == 0 else
+            await console.send_line(f"add a task number {i}" if i % 4 == 0 else f"message {i}" if short else
                                     f"message {i}: could you tell me a bit more about the plan for the weekend?")
             await gw.idle()
             wall = time.perf_counter() - t0
@@ -131,6 +134,8 @@ if __name__ == "__main__":
     ap.add_argument("--turns", type=int, default=400)
     ap.add_argument("--stream", action="store_true", help="stream replies (the default config does)")
     ap.add_argument("--store-url", help="a PostgreSQL database instead of the SQLite file")
-    ap.add_argument("--by-length", action="store_true", help="compare the first 20 turns with the last 20")
+    ap.add_argument("--by-length", action="store_true", help="p50 by the session's length, per 100 turns")
+    ap.add_argument("--short", action="store_true", help="short messages and answers (~15 and ~50 characters): "
+                    "the window holds many more of them")
     args = ap.parse_args()
-    asyncio.run(main(args.turns, args.stream, args.store_url, args.by_length))
+    asyncio.run(main(args.turns, args.stream, args.store_url, args.by_length, args.short))

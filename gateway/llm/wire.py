@@ -41,7 +41,8 @@ def encode(body: dict[str, Any]) -> bytes:
 
 
 class WireCache:
-    """One client's encodings of messages and of tools arrays, by the identity of the objects: a
+    """One client's encodings of messages and of tools arrays, bounded at `max_bytes` of message encodings
+    (oldest first out) and `_TOOL_ARRAYS` tools arrays, by the identity of the objects: a
     ChatMessage is frozen, and the history window hands the same ones from turn to turn; a ToolSchema
     is never changed once made (the runtime builds one per tool; a new tool list, an MCP server's say,
     brings new objects). An entry holds its objects, so their ids are not reused while it is cached."""
@@ -68,7 +69,10 @@ class WireCache:
             part = cached(id(m))
             if part is None:
                 part = dumps(to_wire(m))
-                if not m.images:  # images are large and rarely repeated: not worth a place
+                # Images are large and rarely repeated; a system prompt is new every turn (it carries the
+                # time): neither is worth a place, and a soak showed system prompts filling the cache and
+                # pushing out the history it is for.
+                if not m.images and m.role != "system":
                     self._parts[id(m)], self._held[id(m)] = part, m
                     self._bytes += len(part)
             parts.append(part)

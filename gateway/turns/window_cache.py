@@ -177,8 +177,9 @@ class HistoryWindows:
     The store stays the source of truth: every load asks it for rows newer than the last one seen
     (which also picks up rows other processes wrote, e.g. a follow-up after a CLI approval), so a turn
     parses a handful of new rows instead of the whole window. Each window is bounded in characters (the
-    context budget) and in messages (`max_messages`), all of them together in bytes (`max_bytes`, least
-    recently used evicted first).
+    context budget) and in messages (`max_messages`), all of them together in bytes (`max_bytes`,
+    `CACHE_BYTES` = 16 MB by default, least recently used evicted first; tests/test_history_cache.py fills
+    it past its bound).
     """
 
     def __init__(self, messages: Messages, budget_chars: int, max_bytes: int = CACHE_BYTES,
