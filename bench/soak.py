@@ -185,6 +185,7 @@ async def run(args: argparse.Namespace) -> None:
             tmp = Path(tmp_name)
             bot = server.new_bot()
             cfg = config(tmp, bot, model_url, args.chats, "raised")
+            cfg.write_text(cfg.read_text() + "\n[dashboard]\nenabled = false\n")  # its port is not ours to take
             if args.config_extra:
                 cfg.write_text(cfg.read_text() + "\n" + Path(args.config_extra).read_text())
             env = {**os.environ, "PYTHONPATH": str(ROOT), "ANYY_HOME": str(tmp / "home"),
