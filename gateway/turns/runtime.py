@@ -2,13 +2,14 @@
 
 A turn: authorize, route slash commands, select toolsets, call the model, run tool calls (through
 policy), repeat up to `max_tool_rounds`, and put the final text in the outbox. With `[runtime] stream`
-and a surface that can edit messages, the reply is shown while the model writes it (live_reply.py).
-Every message, call and result is stored. Turn ids are derived from the durable inbound id, so a turn
-interrupted by a crash and re-run at start-up continues its own transcript and its replies are
-deduplicated in the outbox. A re-run continues where the crash left it: an answer already stored is
-delivered, not asked for again; calls of the last model reply that have no result are finished first —
-one that never started (or a `read` tool) runs now, one the journal shows started gets "outcome
-unknown" and the owner is told.
+and a surface that can edit messages, the reply is shown while the model writes it
+(gateway/turns/live_reply.py). Every message, call and result is stored. Turn ids are derived from the
+durable inbound id, so a turn interrupted by a crash and re-run at start-up continues its own transcript
+and its replies are deduplicated in the outbox.
+
+A re-run continues where the crash left it: an answer already stored is delivered, not asked for again;
+calls of the last model reply that have no result are finished first — one that never started (or a
+`read` tool) runs now, one the journal shows started gets "outcome unknown" and the owner is told.
 """
 
 from __future__ import annotations
@@ -78,8 +79,7 @@ class Runtime:
         self.commands: CommandHandler | None = None
         self.sessions = Sessions(store)
         self.messages = Messages(store)
-        runtime = config.runtime
-        self.windows = HistoryWindows(self.messages, runtime.context_budget, max_messages=runtime.context_max_messages)
+        self.windows = HistoryWindows(self.messages, config.runtime.context_budget, config.runtime.context_max_messages)
         self.compactor = Compactor(self.sessions, self.messages, self.windows, model)
         self.inbound_log = InboundLog(store)
         self.media = Media(config, services.get("artifacts"), services.get("speech"))

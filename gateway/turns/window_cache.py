@@ -182,8 +182,8 @@ class HistoryWindows:
     it past its bound).
     """
 
-    def __init__(self, messages: Messages, budget_chars: int, max_bytes: int = CACHE_BYTES,
-                 max_messages: int = MAX_MESSAGES) -> None:
+    def __init__(self, messages: Messages, budget_chars: int, max_messages: int = MAX_MESSAGES,
+                 max_bytes: int = CACHE_BYTES) -> None:
         self.messages = messages
         self.budget = budget_chars
         self.max_messages = max_messages
