@@ -17,9 +17,10 @@ length costs. Printed per `--window` (messages grouped by when they were sent):
 At the end: every message answered exactly once and, per chat, in order (raises otherwise), and how long
 the process took to exit on SIGTERM. `--profile-at 1000,9000 --py-spy BIN` records `--profile-s` seconds
 of py-spy samples once that many messages were answered (the turn number of a session is that divided by
-`--chats`) and prints the functions most samples were in; `--tracemalloc 1000,5000` runs the process with
-tracemalloc on (slower: use it for memory only), takes a snapshot at each count and prints what grew
-between the first and the last.
+`--chats`) and prints the functions most samples were in; `--tracemalloc 1000,2000,5000` starts
+tracemalloc in the process at the first count (slower from then on: use it for memory only), takes a
+snapshot at each count and prints what grew between the second and the last (with two counts: what was
+allocated after the first and is still held at the last).
 
     .venv/bin/python bench/soak.py [--chats 20] [--rate 20] [--duration 1800] [--delay 0.3] [--window 60]
         [--profile-at 1000,9000 --py-spy .venv/bin/py-spy] [--tracemalloc 1000,5000] [--config-extra TOML]
@@ -279,8 +280,8 @@ async def run(args: argparse.Namespace) -> None:
                     print(f"py-spy at {raw.stem.split('-')[1]} messages answered:")
                     print_profile(raw.read_text())
                 snaps = sorted(tmp.glob("snap-*"), key=lambda p: int(p.name.split("-")[1]))
-                if len(snaps) >= 2:
-                    print_tracemalloc(snaps[0], snaps[-1])
+                if len(snaps) >= 2:  # the first starts tracing: with three or more, compare two traced ones
+                    print_tracemalloc(snaps[min(1, len(snaps) - 2)], snaps[-1])
                 errors = [line for line in err.splitlines() if "ERROR" in line]
                 for line in dict.fromkeys(e.split(" ", 2)[-1][:200] for e in errors[:200]):
                     print(f"  error: {line}")

@@ -86,6 +86,13 @@ class Window:
         """Whether rows of the turn are in the window."""
         return turn_id in self.turns
 
+    def turn_end(self, start: int) -> int:
+        """The index after the last row of the turn whose first row is at `start`."""
+        end, turn_id = start, self.rows[start].turn_id
+        while end < len(self.rows) and self.rows[end].turn_id == turn_id:
+            end += 1
+        return end
+
     def size(self, msg: MessageRecord) -> int:
         return _once(self.sizes, msg, row_chars)
 
@@ -105,9 +112,7 @@ class Window:
             self.last_id = max(self.last_id, m.id or 0)
         cut = 0
         while self.chars > budget or len(self.rows) - cut > max_messages:
-            end = cut
-            while end < len(self.rows) and self.rows[end].turn_id == self.rows[cut].turn_id:
-                end += 1
+            end = self.turn_end(cut)
             if end == len(self.rows):
                 break
             for m in self.rows[cut:end]:
@@ -235,20 +240,26 @@ class HistoryWindows:
 
     def view(self, session_id: str, rows: list[MessageRecord]) -> list[ChatMessage]:
         """The latest summary, then `fit_history` of `rows`, converting each stored row once per window
-        rather than per turn."""
+        rather than per turn. When `rows` are the window and then this turn's, the oldest whole turns that
+        make room for this turn's rows are left out by the running totals, not by measuring all of them."""
         window = self._windows.get(session_id)
         if window is None:
-            return fit_history(rows, self.budget)
+            return fit_history(rows, self.budget, max_messages=self.max_messages)
         head = [window.chat(window.summary)] if window.summary is not None else []
         budget = window_budget(self.budget, window.summary)
         n = len(window.rows)
         if _extends(rows, window.rows):  # the window, then this turn's rows
             tail = rows[n:]
-            used = window.chars + sum(window.size(m) for m in tail)
-            if used <= budget and len(rows) <= self.max_messages:  # the usual case: nothing to measure again
+            used, count, cut = window.chars + sum(window.size(m) for m in tail), len(rows), 0
+            newest = rows[-1].turn_id if rows else None
+            while (used > budget or count > self.max_messages) and cut < n and window.rows[cut].turn_id != newest:
+                end = window.turn_end(cut)  # the window's oldest turn left makes room, as newest_turns would
+                used -= sum(window.size(m) for m in window.rows[cut:end])
+                count, cut = count - (end - cut), end
+            if used <= budget and count <= self.max_messages:  # the usual case: nothing to measure again
                 if window.plain() and all(_plain(m) for m in tail):  # and nothing to drop or fit either
-                    return head + window.chat_rows + [window.chat(m) for m in tail]
-                return head + drop_orphans(fit_images([window.chat(m) for m in rows], budget - used))
+                    return head + window.chat_rows[cut:] + [window.chat(m) for m in tail]
+                return head + drop_orphans(fit_images([window.chat(m) for m in rows[cut:]], budget - used))
         return head + fit_history(rows, budget, window.chat, window.size, self.max_messages)
 
     def external_sources(self, session_id: str, rows: list[MessageRecord]) -> list[str]:
