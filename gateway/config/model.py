@@ -124,8 +124,9 @@ class RuntimeConfig(Section):
     # Many short messages fit the characters but each costs the provider a few tokens of framing and the
     # gateway a little work: the window is bounded by count too (whole turns, like the characters).
     context_max_messages: int = Field(default=200, ge=10, description="messages of history sent to the model")
-    # On SIGTERM: turns in flight get this long to finish, and the outbox as long again at most to flush;
-    # queued turns and whatever is left stay recorded for the next start.
+    # On SIGTERM: turns in flight get this long to finish, the outbox half as long at most to flush, and
+    # `anyy run` exits at 1.5 times it and 2 s whatever is left; queued turns and whatever is left stay
+    # recorded for the next start.
     stop_grace_s: float = Field(default=5.0, ge=0, le=60)
     memory_max_chars: int = Field(default=4_000, ge=200)
     instructions: str = ""
