@@ -9,6 +9,7 @@ Linux), and writes them to that file as JSON on exit: bench/peers.py subtracts t
 each agent's turns the same way whichever client the agent uses.
 
     python bench/fake_model_server.py [--delay 0.3]   # each answer starts after 0.3 s (default: at once)
+        [--answer-chars 20]  # a short chat's answers: the quote and 20 characters
 """
 
 from __future__ import annotations
@@ -31,15 +32,17 @@ from tests.fixtures.model import FakeModel, start_fake_model
 from tests.support.model_stream import Pace
 from tests.support.model_wire import Step, last_user_text, reply, tool_call
 
+ANSWER = "here is a reasonably detailed answer sentence. " * 8  # a typical chat assistant's length
 
-def by_rule(body: dict[str, Any]) -> Step:
+
+def by_rule(body: dict[str, Any], answer: str = ANSWER) -> Step:
     last = body["messages"][-1]
     if last.get("role") == "tool":
         return reply("Added.")
     text = last_user_text(body) or ""
     if text.startswith("add a task"):
         return tool_call("task_create", {"title": text.removeprefix("add a task ").strip() or "task"})
-    return reply(f"About '{text[:40]}': " + "here is a reasonably detailed answer sentence. " * 8)
+    return reply(f"About '{text[:40]}': " + answer)
 
 
 class TimedFakeModel(FakeModel):
@@ -64,10 +67,12 @@ class TimedFakeModel(FakeModel):
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--delay", type=float, default=0.0, help="seconds before each answer starts (the model's latency)")
+    ap.add_argument("--answer-chars", type=int, help="the answer's length after its quote (default: about 400)")
     args = ap.parse_args()
+    answer = ANSWER if args.answer_chars is None else ("ok. " * args.answer_chars)[:args.answer_chars]
     times_file = os.environ.get("ANYY_BENCH_MODEL_TIMES")
     fake = TimedFakeModel().start() if times_file else start_fake_model()
-    fake.responder = by_rule
+    fake.responder = lambda body: by_rule(body, answer)
     fake.pace = Pace(first_token_s=args.delay)
     print(fake.url_openai, flush=True)
     stop = threading.Event()

@@ -11,7 +11,11 @@ settled (the inbound marked done, the delivery recorded). A quarter of the turns
 a tool (task_create then a reply), the rest are plain replies. Replies are not streamed unless `--stream`
 is given (then the console prints each reply as it arrives, through the live-reply path).
 
-    .venv/bin/python bench/turn_overhead.py [--turns 400] [--stream] [--store-url postgresql://...]
+    .venv/bin/python bench/turn_overhead.py [--turns 400] [--stream] [--store-url postgresql://...] [--by-length]
+
+`--by-length` also prints the overhead's p50 by the session's length: turns 1-20 (cold), then each hundred
+warm turns (21-120, 121-220, ...): a turn's gateway work should not grow with the conversation's length.
+`--short` makes the messages short (a chat's: the window then holds many more of them).
 
 bench/scale.py runs it on SQLite and on a private PostgreSQL cluster in one run.
 """
@@ -60,9 +64,11 @@ def pct(values: list[float], p: float) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[int(p) - 1]
 
 
-async def main(turns: int, stream: bool, store_url: str | None = None) -> dict[str, float]:
+async def main(turns: int, stream: bool, store_url: str | None = None, by_length: bool = False,
+               short: bool = False) -> dict[str, float]:
+    answer = ["--answer-chars", "20"] if short else []
     fake = await asyncio.create_subprocess_exec(sys.executable, str(ROOT / "bench" / "fake_model_server.py"),
-                                                stdout=asyncio.subprocess.PIPE)
+                                                *answer, stdout=asyncio.subprocess.PIPE)
     assert fake.stdout is not None
     url = (await fake.stdout.readline()).decode().strip()
     with tempfile.TemporaryDirectory() as tmp:
@@ -81,15 +87,16 @@ async def main(turns: int, stream: bool, store_url: str | None = None) -> dict[s
         console.deliver = timed_deliver  # type: ignore[method-assign]
         gw = Gateway(cfg, surfaces=[console], model=model)
         await gw.start()
-        overhead, visible, totals, tool_turns = [], [], [], []
+        overhead, visible, totals, tool_turns, every = [], [], [], [], []
         for i in range(turns + 20):
             spent0 = model.spent
             delivered.clear()
             t0 = time.perf_counter()
-            await console.send_line(f"add a task number {i}" if i % 4 == 0 else
+            await console.send_line(f"add a task number {i}" if i % 4 == 0 else f"message {i}" if short else
                                     f"message {i}: could you tell me a bit more about the plan for the weekend?")
             await gw.idle()
             wall = time.perf_counter() - t0
+            every.append((wall - (model.spent - spent0)) * 1000)
             if i >= 20:  # warm-up turns excluded
                 model_s = model.spent - spent0
                 totals.append(wall * 1000)
@@ -110,6 +117,13 @@ async def main(turns: int, stream: bool, store_url: str | None = None) -> dict[s
     print(f"of which tool turns, until everything settled: p50={statistics.median(tool_turns):.2f} ms")
     print(f"turn wall time incl. local model HTTP: p50={statistics.median(totals):.2f} ms p99={pct(totals, 99):.2f} ms")
     print(f"peak RSS: {rss_mb:.0f} MB")
+    if by_length:  # the first 20 turns are cold (imports, first reads); then blocks of 100 warm turns
+        n = len(every)
+        blocks = [(1, 20), *((a, min(a + 99, n)) for a in range(21, n - 49, 100))]
+        p50 = {b: statistics.median(every[b[0] - 1:b[1]]) for b in blocks}
+        print("overhead until settled by the session's length (p50): " +
+              ", ".join(f"turns {a}-{b} {v:.2f} ms" for (a, b), v in p50.items()))
+        print(f"turns {blocks[-1][0]}-{n} / turns 21-120: {p50[blocks[-1]] / p50[blocks[1]]:.2f}x")
     return {"visible_p50": statistics.median(visible), "visible_p99": pct(visible, 99),
             "settled_p50": statistics.median(overhead), "settled_p99": pct(overhead, 99),
             "tool_p50": statistics.median(tool_turns)}
@@ -120,5 +134,8 @@ if __name__ == "__main__":
     ap.add_argument("--turns", type=int, default=400)
     ap.add_argument("--stream", action="store_true", help="stream replies (the default config does)")
     ap.add_argument("--store-url", help="a PostgreSQL database instead of the SQLite file")
+    ap.add_argument("--by-length", action="store_true", help="p50 by the session's length, per 100 turns")
+    ap.add_argument("--short", action="store_true", help="short messages and answers (~15 and ~50 characters): "
+                    "the window holds many more of them")
     args = ap.parse_args()
-    asyncio.run(main(args.turns, args.stream, args.store_url))
+    asyncio.run(main(args.turns, args.stream, args.store_url, args.by_length, args.short))

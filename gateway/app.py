@@ -177,11 +177,17 @@ class Gateway:
         scheduler = self.services.get("automations")
         if scheduler is not None and self.resident:
             await scheduler.shutdown()
+        # Quick, whatever the backlog (a service manager kills a slow stop): queued turns do not start
+        # (`accepting`), running ones get the grace, then the outbox half of it at most to flush (`anyy
+        # run` exits at 1.5 times the grace and two seconds, whatever is left). What is left stays
+        # recorded: pending inbounds re-run and pending rows go out at the next start.
+        grace = self.config.runtime.stop_grace_s
         try:  # running turns finish, then the executions and follow-up turns they started
-            await asyncio.wait_for(self._settle(), timeout=30)
+            await asyncio.wait_for(self._settle(), timeout=grace)
         except TimeoutError:
-            log.warning("shutdown_with_turns_running")  # their inbounds stay pending and re-run at start
-        await self.outbox.stop()  # flush while the surfaces can still deliver
+            log.warning("shutdown_with_turns_running grace_s=%s", grace)
+            await self.runtime.cancel_turns()
+        await self.outbox.stop(flush_timeout_s=grace / 2)  # flush while the surfaces can still deliver
         for lease in self._pull_leases:  # handed back first: another resident starts pulling at once
             await lease.release()
         for surface in self.surfaces:

@@ -187,11 +187,12 @@ def messages_after(db: Database, session_id: str, epoch: int, after_id: int) -> 
 
 
 def messages_within(db: Database, session_id: str, epoch: int, budget_chars: int,
-                    after_id: int = 0) -> list[MessageRecord]:
+                    after_id: int = 0, max_messages: int | None = None) -> list[MessageRecord]:
     """The newest whole turns of the session's current epoch newer than `after_id` whose text fits
-    `budget_chars` (at least the newest turn; one turn past it when there is more, so a caller cutting
-    to the budget learns that older rows were left out), oldest first, summaries left out. Sizes are
-    summed on raw rows, so a months-long session costs only the rows that fit, never the whole history."""
+    `budget_chars` and whose rows number at most `max_messages` (at least the newest turn; one turn past
+    it when there is more, so a caller cutting to the budget learns that older rows were left out), oldest
+    first, summaries left out. Sizes are summed on raw rows, so a months-long session costs only the rows
+    that fit, never the whole history."""
     cur = db.execute(
         "SELECT *, length(content) + coalesce(length(tool_calls), 0) AS size FROM messages"
         " WHERE session_id = ? AND epoch = ? AND id > ? AND role != 'summary' ORDER BY id DESC",
@@ -202,7 +203,7 @@ def messages_within(db: Database, session_id: str, epoch: int, budget_chars: int
     for raw in cur:
         row = dict(zip(names, raw, strict=True))
         if row["turn_id"] != turn:  # a turn boundary: stop here if the budget is spent
-            if kept and used > budget_chars:
+            if kept and (used > budget_chars or (max_messages is not None and len(kept) > max_messages)):
                 break
             turn = row["turn_id"]
         used += row.pop("size")

@@ -7,7 +7,7 @@ import tracemalloc
 
 import pytest
 
-from gateway.turns.history import HistoryWindows
+from gateway.turns.window_cache import HistoryWindows
 from store.messages import Messages
 from store.records import MessageRecord, Origin
 from store.sessions import Sessions

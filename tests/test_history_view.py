@@ -4,7 +4,8 @@ converting and fitting all the rows afresh gives, orphans, images and tainted ro
 
 import pytest
 
-from gateway.turns.history import HistoryWindows, external_sources, fit_history
+from gateway.turns.history import external_sources, fit_history
+from gateway.turns.window_cache import HistoryWindows
 from store.messages import Messages
 from store.records import MessageRecord, Origin, ToolCallRecord
 from store.sessions import Sessions
@@ -30,17 +31,18 @@ def turn(i: int) -> list[MessageRecord]:
     return rows
 
 
-async def test_the_view_and_sources_kept_with_the_window_are_those_computed_afresh(store):
+@pytest.mark.parametrize("max_messages", [200, 8])  # bound by the characters, or by the count first
+async def test_the_view_and_sources_kept_with_the_window_are_those_computed_afresh(store, max_messages):
     messages = Messages(store)
     await Sessions(store).get_or_create(SID, Origin(surface="console", chat_id="view"), "console:me")
-    windows = HistoryWindows(messages, budget_chars=6_000)
+    windows = HistoryWindows(messages, budget_chars=6_000, max_messages=max_messages)
     fast_paths = 0
     for i in range(60):
         await messages.add_many(turn(i))
         rows = await windows.load(SID, 0)
         new = MessageRecord(session_id=SID, turn_id=f"n{i}", role="user", content=f"next {i}")
         for current in (rows, [*rows, new]):  # as a turn sees it: the window, then its own new message
-            expected = fit_history(current, 6_000)
+            expected = fit_history(current, 6_000, max_messages=max_messages)
             got = windows.view(SID, current)
             assert [m.model_dump() for m in got] == [m.model_dump() for m in expected]
             assert windows.external_sources(SID, current) == external_sources(current)

@@ -94,6 +94,20 @@ def test_the_cache_keeps_to_its_bound_newest_first() -> None:
     assert cache.cached_bytes <= 2_000
 
 
+def test_system_prompts_take_no_place_from_the_history() -> None:
+    """A system prompt is new every turn (it carries the time): cached, a busy resident's prompts pushed the
+    history out of the cache, and the history was encoded again and again."""
+    cache = WireCache(max_bytes=5_000)
+    to_wire = lambda m: {"role": m.role, "content": m.content}  # noqa: E731
+    history = [ChatMessage(role="user", content=f"message {i} " + "x" * 40) for i in range(20)]
+    cache.messages(history, to_wire)
+    held = cache.cached_bytes
+    for turn in range(200):  # as many turns, each with its own system prompt
+        system = ChatMessage(role="system", content=f"Be brief. It is {turn} o'clock. " + "y" * 500)
+        cache.messages([system, *history], to_wire)
+    assert cache.cached_bytes == held  # the history's encodings, all of them still there
+
+
 def test_a_message_cannot_change_under_its_cached_encoding() -> None:
     message = ChatMessage(role="user", content="hello")
     with pytest.raises(ValueError):

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from gateway import checkpoints
-from gateway.turns.history import HistoryWindows
+from gateway.turns.window_cache import HistoryWindows
 from store.db import Store
 from store.messages import Messages
 from store.records import MessageRecord, Origin

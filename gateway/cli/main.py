@@ -8,6 +8,7 @@ import logging
 import os
 import signal
 import sys
+import threading
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +26,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 CHAT_LOG = "logs/chat.log"  # under the data directory: the terminal chat's log lines
 CHAT_HISTORY = "chat_history"  # the terminal chat's prompt history
+# A graceful stop takes at most this many times `[runtime] stop_grace_s`, plus two seconds: running
+# turns get the grace, the outbox half of it, and closing the rest what is left (9.5 s by default).
+STOP_DEADLINE = 1.5
 
 
 async def run(config: Config, args: argparse.Namespace) -> int:
@@ -42,7 +46,7 @@ async def run(config: Config, args: argparse.Namespace) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, stop_requested, stop, sig)
     try:
         surfaces, problems = build_surfaces(config)
         for problem in problems:
@@ -58,14 +62,38 @@ async def run(config: Config, args: argparse.Namespace) -> int:
                   "Use `anyy chat` to talk in this terminal.", file=sys.stderr)
         await stop.wait()
         log.info("shutdown_requested")
+        # Whatever the stop waits on (a surface's server gone, a store busy on a loaded machine), the
+        # process is gone by then: a thread's timer, which a blocked event loop cannot hold up.
+        deadline = threading.Timer(STOP_DEADLINE * config.runtime.stop_grace_s + 2, _stop_overdue)
+        deadline.daemon = True
+        deadline.start()
         if dashboard is not None:
             await dashboard.stop()
         await gw.stop()
+        deadline.cancel()
         return 0
     finally:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
         lock.release()
+
+
+def _stop_overdue() -> None:
+    log.warning("shutdown_overdue")  # what was committed is in the store; the next start runs the rest
+    logging.shutdown()
+    os._exit(1)
+
+
+def stop_requested(stop: asyncio.Event, sig: signal.Signals) -> None:
+    """The first SIGTERM/SIGINT starts a graceful stop (bounded by `[runtime] stop_grace_s`); a second one
+    exits at once. Nothing is lost either way: what was not finished is recorded in the store (WAL: each
+    committed transaction survives the process) and runs at the next start."""
+    if not stop.is_set():
+        stop.set()
+        return
+    log.warning("shutdown_forced signal=%s", sig.name)
+    logging.shutdown()
+    os._exit(128 + sig)
 
 
 async def start_dashboard(gw: Gateway) -> Dashboard | None:

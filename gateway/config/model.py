@@ -149,6 +149,13 @@ class RuntimeConfig(Section):
     timezone: str = ""  # "" = the system's zone (system_zone)
     max_tool_rounds: int = Field(default=12, ge=1, le=100)
     context_budget: int = Field(default=48_000, ge=2_000, description="characters of history sent to the model")
+    # Many short messages fit the characters but each costs the provider a few tokens of framing and the
+    # gateway a little work: the window is bounded by count too (whole turns, like the characters).
+    context_max_messages: int = Field(default=200, ge=10, description="messages of history sent to the model")
+    # On SIGTERM: turns in flight get this long to finish, the outbox half as long at most to flush, and
+    # `anyy run` exits at 1.5 times it and 2 s whatever is left; queued turns and whatever is left stay
+    # recorded for the next start.
+    stop_grace_s: float = Field(default=5.0, ge=0, le=60)
     memory_max_chars: int = Field(default=4_000, ge=200)
     instructions: str = ""
     stream: bool = True  # replies appear while the model writes them (where the surface can edit messages)

@@ -41,7 +41,8 @@ def encode(body: dict[str, Any]) -> bytes:
 
 
 class WireCache:
-    """One client's encodings of messages and of tools arrays, by the identity of the objects: a
+    """One client's encodings of messages and of tools arrays, bounded at `max_bytes` of message encodings
+    (oldest first out) and `_TOOL_ARRAYS` tools arrays, by the identity of the objects: a
     ChatMessage is frozen, and the history window hands the same ones from turn to turn; a ToolSchema
     is never changed once made (the runtime builds one per tool; a new tool list, an MCP server's say,
     brings new objects). An entry holds its objects, so their ids are not reused while it is cached."""
@@ -50,8 +51,10 @@ class WireCache:
         self.max_bytes = max_bytes
         # Oldest first, by when they were encoded (a message still in use that falls out is encoded
         # again, once). The encodings are apart from the messages they hold so that a request's lookups
-        # touch nothing but the encodings.
-        self._parts: dict[int, bytes] = {}
+        # touch nothing but the encodings. An OrderedDict, not a dict: a dict emptied from the front
+        # finds its first item by skipping every slot freed before it, and a soak's py-spy showed that
+        # walk growing to a third of the cache's time once it was full.
+        self._parts: OrderedDict[int, bytes] = OrderedDict()
         self._held: dict[int, ChatMessage] = {}
         self._bytes = 0
         self._tools: OrderedDict[tuple[int, ...], tuple[tuple[ToolSchema, ...], Encoded]] = OrderedDict()
@@ -68,13 +71,16 @@ class WireCache:
             part = cached(id(m))
             if part is None:
                 part = dumps(to_wire(m))
-                if not m.images:  # images are large and rarely repeated: not worth a place
+                # Images are large and rarely repeated; a system prompt is new every turn (it carries the
+                # time): neither is worth a place, and a soak showed system prompts filling the cache and
+                # pushing out the history it is for.
+                if not m.images and m.role != "system":
                     self._parts[id(m)], self._held[id(m)] = part, m
                     self._bytes += len(part)
             parts.append(part)
         while self._bytes > self.max_bytes:
-            oldest = next(iter(self._parts))
-            self._bytes -= len(self._parts.pop(oldest))
+            oldest, part = self._parts.popitem(last=False)
+            self._bytes -= len(part)
             del self._held[oldest]
         return Encoded(b"[" + b",".join(parts) + b"]")
 

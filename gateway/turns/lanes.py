@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections import defaultdict
 from collections.abc import AsyncIterator
 
 from store.claims import Claims
@@ -24,23 +23,45 @@ WAIT_FIRST_S, WAIT_MAX_S = 0.05, 0.5  # another process's turn has no event to w
 
 
 class Lanes:
+    """A lock per session with a turn running or waiting; bounded by those sessions (a lock nobody holds
+    or waits for is forgotten, so months of automation runs and helpers, each a session, leave nothing)."""
+
     def __init__(self, store: Store) -> None:
-        self._local: dict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+        self._local: dict[str, tuple[asyncio.Lock, int]] = {}  # session -> its lock, and who holds or waits
         self._claims = Claims(store) if store.shared else None
+
+    @property
+    def sessions(self) -> int:
+        """Sessions with a lock kept: those with a turn running or waiting."""
+        return len(self._local)
 
     @contextlib.asynccontextmanager
     async def hold(self, session_id: str) -> AsyncIterator[None]:
-        async with self._local[session_id]:
-            if self._claims is None:
+        lock, users = self._local.get(session_id) or (asyncio.Lock(), 0)
+        self._local[session_id] = (lock, users + 1)
+        try:
+            async with lock, self._claimed(session_id):
                 yield
-                return
-            name = f"lane:{session_id}"
-            wait = WAIT_FIRST_S
-            while (holder := await self._claims.take(name)) is not None:
-                log.debug("lane_busy session=%s holder=%s", session_id, holder)
-                await asyncio.sleep(wait)
-                wait = min(WAIT_MAX_S, wait * 2)
-            try:
-                yield
-            finally:
-                await self._claims.release(name)
+        finally:
+            lock, users = self._local[session_id]
+            if users == 1:
+                del self._local[session_id]
+            else:
+                self._local[session_id] = (lock, users - 1)
+
+    @contextlib.asynccontextmanager
+    async def _claimed(self, session_id: str) -> AsyncIterator[None]:
+        """The lane's lease on a shared store (nothing to claim on a store of one process)."""
+        if self._claims is None:
+            yield
+            return
+        name = f"lane:{session_id}"
+        wait = WAIT_FIRST_S
+        while (holder := await self._claims.take(name)) is not None:
+            log.debug("lane_busy session=%s holder=%s", session_id, holder)
+            await asyncio.sleep(wait)
+            wait = min(WAIT_MAX_S, wait * 2)
+        try:
+            yield
+        finally:
+            await self._claims.release(name)

@@ -12,7 +12,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from gateway.turns.history import HistoryWindows, Since, WindowRead, read_window
+from gateway.turns.history import Since, WindowRead, read_window
+from gateway.turns.window_cache import HistoryWindows
 from store.memory import list_memory
 from store.messages import Messages, add_message
 from store.records import MemoryEntry, MessageRecord, Origin, SessionRecord
@@ -61,7 +62,7 @@ class Opened:
 
 
 def turn_open(session: SessionRecord | SessionKey, opening: Opening, since: Since | None, held: bool,
-              budget_chars: int) -> Callable[[Any], Opened]:
+              budget_chars: int, max_messages: int) -> Callable[[Any], Opened]:
     """The op of the trip: `session` (a key: got or created), its window read after the cached one
     (`since`, which `held` rows of the turn already) or whole, the turn's message with the session's epoch
     unless the turn has rows already, and the memory."""
@@ -69,7 +70,7 @@ def turn_open(session: SessionRecord | SessionKey, opening: Opening, since: Sinc
     def op(db: Any) -> Opened:
         record = session if isinstance(session, SessionRecord) else \
             get_or_create_session(db, session.id, session.origin, session.user_key)
-        window = read_window(db, record.id, record.epoch, since, budget_chars)
+        window = read_window(db, record.id, record.epoch, since, budget_chars, max_messages)
         turn_id = opening.turn_id
         new = None
         if not ((held and not window.whole) or any(m.turn_id == turn_id for m in window.rows)):
@@ -89,6 +90,7 @@ async def open_turn(messages: Messages, windows: HistoryWindows, session: Sessio
     taken = windows.take(session.id)
     since = taken.since if taken is not None else None
     held = taken is not None and taken.holds(opening.turn_id)
-    opened = await messages.store.write(turn_open(session, opening, since, held, windows.budget))
+    opened = await messages.store.write(turn_open(session, opening, since, held, windows.budget,
+                                                   windows.max_messages))
     messages.wrote(opened.new is not None)
     return opened, windows.settle(opened.session.id, taken, opened.window)

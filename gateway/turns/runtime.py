@@ -30,7 +30,7 @@ from gateway.selection.selector import recent_toolsets, select_toolsets, tools_f
 from gateway.services.media import Media
 from gateway.surfaces.base import Surface
 from gateway.turns.compaction import Compactor
-from gateway.turns.history import HistoryWindows, to_chat
+from gateway.turns.history import to_chat
 from gateway.turns.lanes import Lanes
 from gateway.turns.live_reply import LiveReply, abandoned_on_error
 from gateway.turns.opening import Opening, SessionKey, open_turn
@@ -38,6 +38,7 @@ from gateway.turns.prompt import system_prompt
 from gateway.turns.reply_calls import TurnCalls
 from gateway.turns.tool_call import ToolCaller
 from gateway.turns.tool_context import TurnContext
+from gateway.turns.window_cache import HistoryWindows
 from gateway.turns.writes import Unwritten, turn_end, turn_step
 from store.audit import Audit
 from store.db import Store
@@ -54,7 +55,6 @@ from toolsets.skills import skills_prompt
 log = logging.getLogger(__name__)
 
 CommandHandler = Callable[[Inbound, SessionRecord], Awaitable[str | Outbound | None]]
-
 
 AUTOMATION_TOOLSET = "automation"  # never offered to an automation's own session
 MODEL_ERROR = "model.error"  # the audit action of a model call that failed after retries
@@ -79,7 +79,7 @@ class Runtime:
         self.commands: CommandHandler | None = None
         self.sessions = Sessions(store)
         self.messages = Messages(store)
-        self.windows = HistoryWindows(self.messages, config.runtime.context_budget)
+        self.windows = HistoryWindows(self.messages, config.runtime.context_budget, config.runtime.context_max_messages)
         self.compactor = Compactor(self.sessions, self.messages, self.windows, model)
         self.inbound_log = InboundLog(store)
         self.media = Media(config, services.get("artifacts"), services.get("speech"))
@@ -120,6 +120,10 @@ class Runtime:
         """Wait until every queued turn has finished (tests, shutdown)."""
         await self._turns.wait()
 
+    async def cancel_turns(self) -> None:
+        """Stop the turns still running (shutdown, past its grace); their inbounds stay pending."""
+        await self._turns.cancel()
+
     async def recover(self) -> None:
         """Re-run turns that a stopped process left unfinished (recorded, not done, lease lapsed);
         turns a live process owns are left to it."""
@@ -135,6 +139,9 @@ class Runtime:
     async def _handle(self, queue_id: int, inbound: Inbound) -> None:
         sid = self.session_id(inbound)
         async with self._lanes.hold(sid):
+            if not self.accepting:  # shutting down: a turn that had not started stays pending for the next start
+                self._submitted.discard(queue_id)
+                return
             recorded = False  # the reply's transaction marked the inbound done
             try:
                 recorded = await self._turn(queue_id, inbound, sid)
@@ -224,10 +231,10 @@ class Runtime:
     async def _answer(self, origin: Origin, text: str | None, dedupe: str, live: LiveReply | None,
                       heard: str, answer: Unwritten, queue_id: int | None = None) -> int | None:
         """Deliver a turn's final text (after `heard`, what a voice note said); returns its outbox row.
-        Written with `put`, not `enqueue`: a turn re-run after a crash (at start-up, before the surfaces
-        stream) finds the row its first run streamed into, and its final text becomes an edit of that
-        message instead of being dropped as a duplicate. What the turn left unwritten (`answer`) and the inbound
-        marked done go in the transaction of the reply's (last) row (`turn_end`), alone if no row carries them."""
+        Written with `put`, not `enqueue`: a turn re-run after a crash finds the row its first run streamed
+        into, and its final text becomes an edit of that message instead of being dropped as a duplicate.
+        What the turn left unwritten (`answer`) and the inbound marked done go in the transaction of the
+        reply's (last) row (`turn_end`), alone if no row carries them."""
         end = turn_end(answer, queue_id) if answer or queue_id is not None else None
         self.messages.wrote(len(answer.messages))
         if live is None and text:
