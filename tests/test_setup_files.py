@@ -4,6 +4,7 @@ prints or installs staying the same as the docs'."""
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import re
 import stat
@@ -57,7 +58,7 @@ async def test_secrets_env_is_owner_only_from_its_creation(tmp_path: Path) -> No
                                                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     out, err = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode == 0, err.decode()
-    modes = {mode for _, mode in eval(out.decode())}  # noqa: S307 — our own script's repr of a list of tuples
+    modes = {mode for _, mode in ast.literal_eval(out.decode())}
     assert modes == {0o600}, [oct(m) for m in modes]  # the temporary file and secrets.env: never wider
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700
     assert read_secrets(folder / "secrets.env") == {"A_KEY": "two", "B_KEY": "it's 'quoted' $x"}
