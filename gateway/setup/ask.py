@@ -24,13 +24,13 @@ class Ask:
     def say(self, text: str = "") -> None:
         print(text, flush=True)  # flushed: a person (or a test on a pty) acts on each line
 
-    async def _prompt(self, message: str, *, default: str = "", password: bool = False) -> str:
+    async def _prompt(self, message: str, *, password: bool = False) -> str:
         from prompt_toolkit import PromptSession  # only at a terminal
 
         if self._session is None:
             self._session = PromptSession()
         session: PromptSession[str] = self._session  # type: ignore[assignment]
-        return (await session.prompt_async(message, default=default, is_password=password)).strip()
+        return (await session.prompt_async(message, is_password=password)).strip()
 
     async def text(self, question: str, *, flag: str, given: str | None = None, default: str | None = None) -> str:
         """A line of text: `given` (a flag's value) when set, else asked, else `default`."""
@@ -40,11 +40,12 @@ class Ask:
             if default is None:
                 raise SetupError(f"{question}: give {flag}")
             return default
+        offered = f" [{default}]" if default else ""
         while True:
-            answer = await self._prompt(f"{question}: ", default=default or "")
-            if answer:
-                return answer
-            self.say("  (an answer is needed here; Ctrl-C leaves setup)")
+            answer = await self._prompt(f"{question}{offered}: ")
+            if answer or default is not None:
+                return answer or default or ""
+            self.say("  (an answer is needed here; Ctrl-C skips this step)")
 
     async def secret(self, question: str, *, flag: str, env_name: str | None, current: str | None) -> str:
         """A secret typed without echo, or taken from the variable a flag names (`env_name`). Enter keeps
@@ -80,9 +81,9 @@ class Ask:
         self.say(question)
         for number, (_, label) in enumerate(options, 1):
             self.say(f"  {number}. {label}")
-        start = str(values.index(default) + 1) if default in values else ""
+        start = f" [{values.index(default) + 1}]" if default in values else ""
         while True:
-            answer = await self._prompt("Choose a number: ", default=start)
+            answer = await self._prompt(f"Choose a number{start}: ") or (default or "")
             if answer.isdigit() and 1 <= int(answer) <= len(options):
                 return values[int(answer) - 1]
             if answer in values:

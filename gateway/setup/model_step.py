@@ -119,7 +119,7 @@ async def model_step(ask: Ask, args: Any, current: ModelConfig, secrets: dict[st
             needs = await ask.confirm("Does this server need an API key?", default=bool(current_key))
             key_env = key_env if needs else ""
         if key_env:
-            key = await ask.secret(f"API key for {provider.label}", flag="--model-key-env",
+            key = await ask.secret(f"API key (kept in secrets.env as {key_env})", flag="--model-key-env",
                                    env_name=args.model_key_env, current=current_key)
     cfg = ModelConfig(provider=provider.wire, base_url=base_url, model=model, api_key_env=key_env or "")  # type: ignore[arg-type]
     ask.say(f"Testing {model} at {base_url} …")

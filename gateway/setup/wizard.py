@@ -4,6 +4,7 @@ what it finished. Ctrl-C skips the step being asked; Ctrl-D leaves setup."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import sys
@@ -70,7 +71,11 @@ class Wizard:
                     continue
             try:
                 await self.step(step)
-            except KeyboardInterrupt:
+            except (KeyboardInterrupt, asyncio.CancelledError):
+                # Ctrl-C at a prompt is prompt_toolkit's KeyboardInterrupt; while the step waits (for a /start,
+                # a model) it is asyncio.run's cancel of this task, taken back here. A second Ctrl-C leaves.
+                if (task := asyncio.current_task()) is not None and task.cancelling():
+                    task.uncancel()
                 self.ask.say(f"\n(skipped {step})")
             except (SetupError, ConfigError) as exc:
                 self.ask.say(f"✗ {step}: {exc}")
