@@ -9,7 +9,9 @@ import tomllib
 from pathlib import Path
 
 from tests.fixtures.model import status, tool_call
+from tests.support.account_signin import account_toml, forget_devices
 from tests.support.cli import ANYY, SUBPROCESS_S, anyy
+from tests.support.oauth_provider import MS_CLIENT_ID, MS_USER
 from tests.support.slack_events import APP_TOKEN, BOT_TOKEN
 from tests.support.telegram_api import OWNER_ID
 
@@ -165,3 +167,58 @@ async def test_an_invalid_config_is_not_overwritten(home):
     code, out, _ = await anyy("setup", "zone", "--yes", "--timezone", "Asia/Tokyo", env=home)
     assert code == 2 and "✗ zone:" in out and "not valid TOML" in out, out  # doctor cannot read it either
     assert config.read_text() == "[model\nbroken"
+
+
+async def test_accounts_step_writes_the_table_and_hands_off_to_accounts_add(home, oauth, fake_ca):
+    config, _ = files(home)
+    config.parent.mkdir(parents=True)
+    # The fake provider's endpoints stand where Microsoft's defaults would: a re-run keeps them.
+    config.write_text(account_toml("work", "microsoft", oauth.base_url, client_id="an-old-client"))
+    forget_devices(oauth)
+    proc = await asyncio.create_subprocess_exec(
+        *ANYY, "setup", "accounts", "--yes", "--account", "work", "--account-provider", "microsoft",
+        "--account-client-id", MS_CLIENT_ID, env=home | fake_ca.environ(), stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE)
+    user_code = await asyncio.to_thread(oauth.wait_device, SUBPROCESS_S)  # `anyy accounts add work` is signing in
+    oauth.approve_device(user_code)
+    out, err = await asyncio.wait_for(proc.communicate(), SUBPROCESS_S)
+    text = out.decode()
+    assert "Signing in to 'work' (anyy accounts add work)" in text and f"Signed in to 'work' as {MS_USER}" in text, \
+        text + err.decode()
+    assert tomllib.loads(config.read_text())["accounts"]["work"]["client_id"] == MS_CLIENT_ID
+    assert "✓ account: work" in text  # doctor sees it connected
+
+
+async def test_a_local_ollama_is_found_and_its_models_listed(home, model):
+    from aiohttp import web
+
+    async def tags(request: web.Request) -> web.Response:
+        return web.json_response({"models": [{"name": "qwen2.5:7b"}, {"name": "llama3.1:8b"}]})
+
+    async def refuse(request: web.Request) -> web.Response:
+        return web.json_response({}, status=500)
+
+    app = web.Application()
+    app.router.add_get("/api/tags", tags)
+    app.router.add_post("/v1/chat/completions", refuse)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    base = f"http://127.0.0.1:{runner.addresses[0][1]}"
+    try:
+        code, out, _ = await anyy("setup", "model", "--yes", "--model-provider", "ollama", "--model-url", base,
+                                  env=home)
+    finally:
+        await runner.cleanup()
+    assert "Pulled in Ollama: qwen2.5:7b, llama3.1:8b" in out and f"Testing qwen2.5:7b at {base}/v1" in out, out
+    assert code == 1  # this "Ollama" answers 500: the first pulled model is the default, and the error is shown
+
+
+async def test_service_step_installs_the_unit_with_this_installations_paths(home):
+    _, out, _ = await anyy("setup", "service", "--yes", "--service", "--no-start", env=home)
+    unit = Path(home["HOME"]) / ".config/systemd/user/anyy.service"
+    text = unit.read_text()
+    assert f"EnvironmentFile={Path(home['HOME'])}/.config/anyy/secrets.env" in text
+    assert f"ReadWritePaths={home['ANYY_HOME']}" in text and " run\n" in text.split("ExecStart=")[1][:400]
+    assert "start it with `systemctl --user enable --now anyy`" in out
+    assert Path(home["ANYY_HOME"]).is_dir()  # ReadWritePaths= must exist before the first start
