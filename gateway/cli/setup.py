@@ -79,7 +79,8 @@ async def setup(args: argparse.Namespace) -> int:
         return 1
     config = load_config(str(path))
     redaction.install(config)
-    print(f"\nWrote {path} and {secrets_path(path)}. `anyy doctor` says:")
+    written = " and ".join(str(p) for p in (path, secrets_path(path)) if p.exists())
+    print(f"\nYour settings: {written}. `anyy doctor` says:")
     code = await doctor(config, args)
     if outcome.failed:
         print(f"Not done: {', '.join(outcome.failed)} (run `anyy setup {outcome.failed[0]}` to try again).")
