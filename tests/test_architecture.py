@@ -27,7 +27,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"config", "automations", "selection"}),
     frozenset({"approvals", "services", "surfaces", "llm", "accounts"}),
     frozenset({"turns"}),
-    frozenset({"app"}),
+    frozenset({"app", "setup"}),
     frozenset({"cli", "dashboard"}),
 )
 

@@ -15,8 +15,9 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("gateway", "connectors", "toolsets", "store")
 
 
-async def run(*argv: str | Path, env: dict[str, str] | None = None, timeout: float = 900) -> str:
-    proc = await asyncio.create_subprocess_exec(*map(str, argv), env=env, stdout=asyncio.subprocess.PIPE,
+async def run(*argv: str | Path, env: dict[str, str] | None = None, timeout: float = 900,
+              cwd: Path | None = None) -> str:
+    proc = await asyncio.create_subprocess_exec(*map(str, argv), env=env, cwd=cwd, stdout=asyncio.subprocess.PIPE,
                                                 stderr=asyncio.subprocess.STDOUT)
     out, _ = await asyncio.wait_for(proc.communicate(), timeout)
     text = out.decode(errors="replace")
@@ -24,15 +25,21 @@ async def run(*argv: str | Path, env: dict[str, str] | None = None, timeout: flo
     return text
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(1200)
-async def test_pip_install_with_the_venv_pip_gives_a_working_web_fetch(tmp_path, home):
-    source = tmp_path / "src"  # a copy: building in the worktree would leave build/ and *.egg-info there
+def source_copy(source: Path) -> Path:
+    """The project's files a build reads, copied: building in the worktree would leave build/ and *.egg-info
+    there."""
     source.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, source / name)
     for package in PACKAGES:
         shutil.copytree(ROOT / package, source / package, ignore=shutil.ignore_patterns("__pycache__"))
+    return source
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+async def test_pip_install_with_the_venv_pip_gives_a_working_web_fetch(tmp_path, home):
+    source = source_copy(tmp_path / "src")
     venv = tmp_path / "venv"
     await run(sys.executable, "-m", "venv", venv)  # with its bundled pip, deliberately not upgraded
     await run(venv / "bin/pip", "install", "--quiet", "--disable-pip-version-check", source)

@@ -37,7 +37,8 @@ FOR_THE_STORE = frozenset({"sqlite_utils", "click", "pluggy", "dateutil", "apsch
 # What `import gateway.cli.main` may load beyond `import asyncio, sqlite3`: the parser's modules and a
 # few standard ones. Building the parser must stay this cheap, since `anyy --help` is all of it.
 CLI_MAIN_GATEWAY = {"gateway", "gateway.cli", "gateway.cli.accounts", "gateway.cli.admin", "gateway.cli.doctor",
-                    "gateway.cli.main", "gateway.cli.mcp", "gateway.logs", "gateway.services", "gateway.services.usage"}
+                    "gateway.cli.main", "gateway.cli.mcp", "gateway.cli.setup", "gateway.logs", "gateway.services",
+                    "gateway.services.usage"}
 CLI_MAIN_MAX_EXTRA = 40  # modules beyond the bare interpreter's; 23 when this was written
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -19,7 +19,7 @@ async def doctor(config: Config, args: argparse.Namespace) -> int:
     from gateway.redaction import configured_secrets, redact
     from gateway.services.factory import computer_use_check, connector_checks
     from gateway.surfaces import build_surfaces
-    results: list[tuple[str, str, str]] = [(OK, "config", config.source), _zone(config)]
+    results: list[tuple[str, str, str]] = [(OK, "config", config.source), *file_modes(config), _zone(config)]
     results.append(await _store(config))
     if config.approvals.hook:
         problem = hook_problem(config)
@@ -71,6 +71,16 @@ def store_dir_problem(config: Config) -> str | None:
         return (f"[store] path: cannot create {parent}: {exc.strerror} "
                 f"(set [store] path in {config.source} to a writable place, or $ANYY_HOME)")
     return None
+
+
+def file_modes(config: Config) -> list[tuple[str, str, str]]:
+    """A warning for the config file and secrets.env beside it when others on this machine may read them."""
+    from pathlib import Path
+
+    from gateway.config.secrets_file import readable_by_others, secrets_path
+    source = Path(config.source)
+    return [(WARN, what, f"{path} is readable by other users of this machine: chmod 600 {path}")
+            for what, path in (("config", source), ("secrets", secrets_path(source))) if readable_by_others(path)]
 
 
 def _zone(config: Config) -> tuple[str, str, str]:

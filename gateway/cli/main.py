@@ -13,7 +13,7 @@ from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from gateway import __version__
-from gateway.cli import accounts, admin
+from gateway.cli import accounts, admin, setup
 from gateway.logs import setup_logging
 
 # What a command needs is imported when it runs: `anyy --help` loads no gateway, and a command loads
@@ -173,6 +173,7 @@ def parser() -> argparse.ArgumentParser:
     sub.add_parser("chat", parents=[common], help="chat in this terminal").set_defaults(fn=chat)
     admin.add_parsers(sub, common)
     accounts.add_parsers(sub, common)
+    setup.add_parsers(sub, common)
     return p
 
 
@@ -194,7 +195,8 @@ def command(argv: list[str] | None) -> int:
     # After the parser: `--help`, `--version` and a usage error have exited before any of this loads.
     from gateway import redaction
     from gateway.cli.doctor import preflight
-    from gateway.config import ConfigError, load_config
+    from gateway.config import ConfigError, config_path, load_config
+    from gateway.config.secrets_file import SecretsError, load_secrets, secrets_path
     from gateway.dashboard.auth import DashboardError
     from gateway.lock import LockHeld
     from store.db import StoreError
@@ -202,6 +204,10 @@ def command(argv: list[str] | None) -> int:
     setup_logging(logging.INFO if args.command == "run" else logging.WARNING)
     secrets: list[str] = []
     try:
+        # secrets.env beside the config file: what the environment does not set already (it wins)
+        load_secrets(secrets_path(config_path(args.config)[0]))
+        if args.command == "setup":  # its config file may not exist yet: the wizard reads it itself
+            return asyncio.run(setup.setup(args))
         config = load_config(args.config)
         redaction.install(config)
         secrets = redaction.configured_secrets(config)
@@ -210,7 +216,7 @@ def command(argv: list[str] | None) -> int:
             return 2
         fn: Command = args.fn
         return asyncio.run(fn(config, args))
-    except ConfigError as exc:
+    except (ConfigError, SecretsError) as exc:
         print(f"anyy: {redaction.redact(str(exc))}", file=sys.stderr)
         return 2
     except StoreError as exc:

@@ -120,24 +120,25 @@ def system_zone() -> tuple[str, str]:
     """The machine's IANA zone and where it came from: `$TZ` when it names one, else the
     /etc/localtime link (or Debian's /etc/timezone), else ("UTC", "fallback")."""
     tz = os.environ.get("TZ", "").removeprefix(":")
-    if tz and _is_zone(tz):
+    if tz and is_zone(tz):
         return tz, "$TZ"
     try:  # the link's own target names the zone (".../zoneinfo/Europe/Berlin"); a further hop may not
         name = os.readlink("/etc/localtime").partition("zoneinfo/")[2]
     except OSError:
         name = ""
-    if name and _is_zone(name):
+    if name and is_zone(name):
         return name, "/etc/localtime"
     try:
         name = Path("/etc/timezone").read_text().strip()
     except OSError:
         name = ""
-    if name and _is_zone(name):
+    if name and is_zone(name):
         return name, "/etc/timezone"
     return "UTC", "fallback"
 
 
-def _is_zone(name: str) -> bool:
+def is_zone(name: str) -> bool:
+    """`name` is an IANA time zone this machine knows."""
     try:
         ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError):
@@ -159,11 +160,12 @@ class RuntimeConfig(Section):
     memory_max_chars: int = Field(default=4_000, ge=200)
     instructions: str = ""
     stream: bool = True  # replies appear while the model writes them (where the surface can edit messages)
+    welcome: bool = False  # each owner's first message on a surface gets a welcome (`anyy setup` turns it on)
 
     @field_validator("timezone")
     @classmethod
     def _zone(cls, v: str) -> str:
-        if v and not _is_zone(v):
+        if v and not is_zone(v):
             raise ValueError(f"unknown time zone {v!r} (use an IANA name such as 'Europe/Berlin')") from None
         return v
 

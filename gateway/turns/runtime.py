@@ -1,11 +1,11 @@
 """The turn loop: one turn at a time per session, many sessions at once.
 
-A turn: authorize, route slash commands, select toolsets, call the model, run tool calls (through
-policy), repeat up to `max_tool_rounds`, and put the final text in the outbox. With `[runtime] stream`
-and a surface that can edit messages, the reply is shown while the model writes it
-(gateway/turns/live_reply.py). Every message, call and result is stored. Turn ids are derived from the
-durable inbound id, so a turn interrupted by a crash and re-run at start-up continues its own transcript
-and its replies are deduplicated in the outbox.
+A turn: authorize (an owner's first message gets a welcome, gateway/turns/welcome.py), route slash
+commands, select toolsets, call the model, run tool calls (through policy), repeat up to `max_tool_rounds`,
+and put the final text in the outbox. With `[runtime] stream` and a surface that can edit messages, the
+reply is shown while the model writes it (gateway/turns/live_reply.py). Every message, call and result is
+stored. Turn ids are derived from the durable inbound id, so a turn interrupted by a crash and re-run at
+start-up continues its own transcript and its replies are deduplicated in the outbox.
 
 A re-run continues where the crash left it: an answer already stored is delivered, not asked for again;
 calls of the last model reply that have no result are finished first — one that never started (or a
@@ -38,6 +38,7 @@ from gateway.turns.prompt import system_prompt
 from gateway.turns.reply_calls import TurnCalls
 from gateway.turns.tool_call import ToolCaller
 from gateway.turns.tool_context import TurnContext
+from gateway.turns.welcome import Welcome
 from gateway.turns.window_cache import HistoryWindows
 from gateway.turns.writes import Unwritten, turn_end, turn_step
 from store.audit import Audit
@@ -77,6 +78,7 @@ class Runtime:
         # cleans up the progress sign its dead predecessor left (outbox.surfaces holds the started ones).
         self.surfaces = surfaces or {}
         self.commands: CommandHandler | None = None
+        self.welcome = Welcome(store, config, access, outbox, services)
         self.sessions = Sessions(store)
         self.messages = Messages(store)
         self.windows = HistoryWindows(self.messages, config.runtime.context_budget, config.runtime.context_max_messages)
@@ -87,8 +89,7 @@ class Runtime:
         self._turns = Background()
         self._tool_toolset = {t.name: ts.name for ts in toolsets for t in ts.tools}
         self._schemas: dict[str, tuple[Tool, ToolSchema]] = {}
-        self.accepting = True
-        self._submitted: set[int] = set()  # queue ids with a turn in this process (never run one twice)
+        self.accepting, self._submitted = True, set[int]()  # queue ids with a turn here (never run one twice)
 
     # -- entry points -----------------------------------------------------------------------------
 
@@ -165,6 +166,7 @@ class Runtime:
             for owner_notice, key in pairing.notices:
                 await self.outbox.enqueue(owner_notice, key)
             return False
+        await self.welcome(inbound, self.available)
         too_long = inbound_too_long(inbound.text)
         commands = self.commands if inbound.text.startswith("/") else None
         # The usual turn (plain text) gets or creates its session in the trip that opens it (`model_turn`).
@@ -359,11 +361,10 @@ class Runtime:
                 live.new_call()
             try:
                 reply = await model.complete(convo, [self._schema(t) for t in tools],
-                                                  on_text=live.add if live is not None else None)
+                                             on_text=live.add if live is not None else None)
             except ModelUnavailable as exc:
                 log.warning("model_unavailable session=%s cut=%s", session.id, live is not None and live.started)
-                # Recorded so the dashboard's health page can count model errors; the message names
-                # the URL and the cause, never a key.
+                # Recorded for the dashboard's health page (model errors); it names the URL and cause, never a key.
                 await Audit(self.store).add(AuditEvent(actor="anyy", action=MODEL_ERROR, session_id=session.id,
                                                        detail={"error": str(exc)[:300]}))
                 if live is not None and live.text.strip():
@@ -395,8 +396,7 @@ class Runtime:
                 "Tell me how to continue, or narrow the request.")
 
     def _has_buttons(self, surface_name: str) -> bool:
-        surface = self.outbox.surfaces.get(surface_name)
-        return surface is not None and surface.has_buttons
+        return (surface := self.outbox.surfaces.get(surface_name)) is not None and surface.has_buttons
 
     def _schema(self, tool: Tool) -> ToolSchema:
         """A tool's schema never changes: build each provider-neutral schema object once per tool (an
