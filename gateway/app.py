@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import logging
 from typing import TYPE_CHECKING, Any
@@ -36,8 +37,10 @@ from store.db import Store
 from store.journal import ToolJournal
 from store.records import ApprovalRecord, AutomationRecord, Inbound, Origin, parse_iso
 from store.sessions import session_id_for
+from store.triggers import TriggerEvent, slot_time
 from toolsets.base import Tool, Toolset
 from toolsets.registry import TOOLSETS
+from toolsets.untrusted import new_boundary, wrap
 
 if TYPE_CHECKING:
     from gateway.services.mcp import McpTools
@@ -294,15 +297,21 @@ class Gateway:
             return False
         return False
 
-    async def run_prompt(self, rec: AutomationRecord, slot: str) -> str:
+    async def run_prompt(self, rec: AutomationRecord, slot: str, event: TriggerEvent | None = None) -> str:
         """A prompt automation's model turn for its scheduled `slot`, in its own session without the
         automation toolset (so automations cannot multiply themselves). The turn id is derived from
-        (automation, slot): a run re-delivered after a crash continues its own turn instead of repeating it."""
+        (automation, slot): a run re-delivered after a crash continues its own turn instead of repeating it.
+        A trigger's `event` follows the prompt as outside content, and the turn counts as having read it."""
         session = await self.runtime.sessions.get_or_create(f"automation:{rec.id}", rec.origin, rec.user_key,
                                                             kind="automation")
-        turn_id = f"auto-{rec.id}-{parse_iso(slot).strftime('%Y%m%dT%H%M%S%f')}"
-        text = await self.runtime.model_turn(session, turn_id, user_text=rec.action.get("prompt", ""),
-                                             exclude={"automation"})
+        turn_id = f"auto-{rec.id}-{parse_iso(slot_time(slot)).strftime('%Y%m%dT%H%M%S%f')}"
+        prompt, tainted = rec.action.get("prompt", ""), []
+        if event is not None:
+            turn_id += "-" + hashlib.sha256(event.key.encode()).hexdigest()[:12]
+            prompt = f"{prompt}\n\n{wrap(event.source, event.text, new_boundary())}"
+            tainted = [event.source]
+        text = await self.runtime.model_turn(session, turn_id, user_text=prompt, exclude={"automation"},
+                                             tainted_by=tainted)
         return text or ""
 
     # -- approvals plumbing -----------------------------------------------------------------------

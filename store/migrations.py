@@ -7,7 +7,7 @@ import sqlite3
 from sqlite_utils import Database
 from sqlite_utils.migrations import Migrations
 
-from store import accounts, search_index
+from store import accounts, budget, search_index, triggers, webhooks
 
 MIGRATIONS = Migrations("anyy")
 
@@ -392,6 +392,9 @@ def m015_claims(db: Database) -> None:
 
 MIGRATIONS()(search_index.m016_deferred_search_index)
 MIGRATIONS()(accounts.m017_accounts)
+MIGRATIONS()(triggers.m018_triggers)
+MIGRATIONS()(webhooks.m019_webhooks)
+MIGRATIONS()(budget.m020_budget)
 
 
 def migrate(conn: sqlite3.Connection) -> None:

@@ -14,6 +14,7 @@ from zoneinfo import ZoneInfo
 from pydantic import BaseModel, model_validator
 
 from store.records import AutomationRecord, AutomationRun, Origin, parse_iso
+from store.triggers import slot_time
 from toolsets.base import ExecutionPolicy, Risk, Tool, ToolContext, ToolError, Toolset
 from toolsets.limits import Name
 from toolsets.schedule import (
@@ -180,6 +181,6 @@ async def automation_history(ctx: ToolContext, id: str, limit: int = 10) -> list
         limit: how many runs, 1 to 50.
     """
     runs = await _guard(_service(ctx).history(ctx.user_key, id, max(1, min(limit, 50))))
-    return [{"scheduled_for": _local(r.scheduled_for, ctx.tz), "status": r.status, "late": r.late,
+    return [{"scheduled_for": _local(slot_time(r.scheduled_for), ctx.tz), "status": r.status, "late": r.late,
              "output": r.output} for r in runs]
 

@@ -22,27 +22,28 @@ Policies (docs/automations.md states them for users):
 from __future__ import annotations
 
 import asyncio
-import base64
 import builtins
 import inspect
 import logging
-import secrets
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from gateway.automations.event_message import RunPrompt, event_message
 from gateway.automations.jobs import DateJobs
+from gateway.automations.naming import clean_name, new_automation_id
 from store.automations import Automations
 from store.db import Store
 from store.records import AutomationRecord, AutomationRun, Origin, Outbound, iso, parse_iso, utcnow
-from toolsets.limits import NAME_CHARS
+from store.triggers import TriggerEvent, TriggerEvents, event_slot, slot_event_key
 from toolsets.schedule import (
     ActionModel,
     AutomationError,
     Once,
     Reminder,
     ScheduleModel,
+    check_pair,
     parse_action,
     parse_schedule,
     when_label,
@@ -51,18 +52,12 @@ from toolsets.schedule import (
 log = logging.getLogger(__name__)
 
 Enqueue = Callable[[Outbound, str], Awaitable[int]]
-RunPrompt = Callable[[AutomationRecord, str], Awaitable[str]]  # (automation, scheduled slot) -> reply
 Clock = Callable[[], datetime]
 MayRun = Callable[[str], Awaitable[bool]]  # user key -> whether that user still has access
 
 # Re-read rows changed a little before the last sync: another process stamps `updated_at` before its
 # write commits, so a change can become visible with a slightly older stamp.
 SYNC_OVERLAP = timedelta(seconds=5)
-
-
-def new_automation_id() -> str:
-    """Eight lowercase base32 characters: short enough to type in /cancel, 40 random bits."""
-    return base64.b32encode(secrets.token_bytes(5)).decode().lower()
 
 
 class AutomationService:
@@ -88,6 +83,7 @@ class AutomationService:
                  retry_delays: Sequence[float] = (1.0, 5.0, 30.0), sync_interval_s: float = 30.0,
                  may_run: MayRun | None = None) -> None:
         self.repo = Automations(store)
+        self.events = TriggerEvents(store)
         self._may_run = may_run
         self.tz = tz
         self._enqueue = enqueue
@@ -160,11 +156,12 @@ class AutomationService:
         """Store a new automation delivering to `origin` and schedule its first run."""
         now = self._clock()
         schedule = self._pinned(schedule)
+        check_pair(schedule, action)
         first = self._first_run(schedule, now)
         rec = AutomationRecord(
-            id=new_automation_id(), user_key=user_key, origin=origin, name=_name(name),
+            id=new_automation_id(), user_key=user_key, origin=origin, name=clean_name(name),
             schedule=schedule.model_dump(mode="json"), action=action.model_dump(mode="json"),
-            created_at=iso(now), updated_at=iso(now), next_run_at=iso(first))
+            created_at=iso(now), updated_at=iso(now), next_run_at=iso(first) if first else None)
         async with self._lock:
             await self.repo.create(rec, actor=user_key)
             self._place(rec.id, rec.next_run_at)
@@ -179,11 +176,12 @@ class AutomationService:
         owner's dashboard pausing a guest's automation."""
         fields: dict[str, Any] = {}
         if name is not None:
-            fields["name"] = _name(name)
+            fields["name"] = clean_name(name)
         if action is not None:
             fields["action"] = action.model_dump(mode="json")
         async with self._lock:
             row = await self._owned(user_key, automation_id)
+            check_pair(schedule or parse_schedule(row.schedule), action or parse_action(row.action))
             if schedule is not None:
                 schedule = self._pinned(schedule)
                 fields["schedule"] = schedule.model_dump(mode="json")
@@ -194,7 +192,8 @@ class AutomationService:
                 fields["next_run_at"] = None
             elif schedule is not None or not row.enabled:
                 plan = schedule or parse_schedule(row.schedule)
-                fields["next_run_at"] = iso(self._first_run(plan, self._clock()))
+                first = self._first_run(plan, self._clock())
+                fields["next_run_at"] = iso(first) if first else None
             if not fields:
                 raise AutomationError("nothing to change: give a name, schedule, action or enabled")
             rec = await self.repo.update(automation_id, actor or user_key, **fields)
@@ -244,6 +243,22 @@ class AutomationService:
         return run
 
     # -- firing ------------------------------------------------------------------------------------
+
+    async def fire_event(self, automation_id: str, event: TriggerEvent) -> bool:
+        """Record `event` and fire the automation for it once: claim the run under the event's slot (the
+        same claim and outbox path as a clock firing) and deliver in the background. False when the event
+        fired it before, the automation is gone or paused, or this service does not fire (admin mode)."""
+        stored = await self.events.record(event)
+        async with self._lock:
+            row = await self.repo.get(automation_id)
+            if self._jobs is None or row is None or not row.enabled:
+                return False
+            run_id = await self.repo.claim_run(row.id, event_slot(stored), next_run_at=row.next_run_at)
+            if run_id is None:
+                return False
+            log.info("automation fired id=%s event=%s", automation_id, stored.key)
+            self._spawn(self._execute(row, run_id, event_slot(stored), late=False))
+        return True
 
     async def _fire(self, automation_id: str, slot: str) -> None:
         """The job: claim the slot, move row and job to the next slot, hand off the delivery."""
@@ -295,6 +310,8 @@ class AutomationService:
         await self.repo.finish_run(run_id, status, text)
 
     async def _message(self, row: AutomationRecord, slot: str, late: bool) -> str:
+        if (key := slot_event_key(slot)) is not None:
+            return await event_message(self.events, self._run_prompt, row, slot, key)
         action = parse_action(row.action)
         note = ""
         if late:
@@ -368,10 +385,10 @@ class AutomationService:
         """The schedule with its zone written out, so a later change of the owner's zone moves nothing."""
         return schedule.model_copy(update={"timezone": schedule.timezone or self.tz.key})
 
-    def _first_run(self, schedule: ScheduleModel, now: datetime) -> datetime:
+    def _first_run(self, schedule: ScheduleModel, now: datetime) -> datetime | None:
+        """The first clock firing; None for a trigger (events fire it)."""
         first = schedule.next_fire(now, None, self.tz)
-        if first is None:
-            assert isinstance(schedule, Once)
+        if first is None and isinstance(schedule, Once):
             zone = schedule.zone(self.tz)
             raise AutomationError(f"{schedule.at:%Y-%m-%d %H:%M} ({zone.key}) is in the past; "
                                   f"it is now {now.astimezone(zone):%Y-%m-%d %H:%M}")
@@ -381,12 +398,3 @@ class AutomationService:
 def _slot(row: AutomationRecord) -> str | None:
     """The slot the scheduler should hold for a row: its next run while enabled."""
     return row.next_run_at if row.enabled else None
-
-
-def _name(name: str) -> str:
-    cleaned = " ".join(name.split())
-    if not cleaned:
-        raise AutomationError("an automation needs a name")
-    if len(cleaned) > NAME_CHARS:
-        raise AutomationError(f"a name is a short label: at most {NAME_CHARS} characters (this one has {len(cleaned)})")
-    return cleaned
