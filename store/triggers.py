@@ -129,3 +129,8 @@ class TriggerEvents:
                 [account, folder, uidvalidity, last_uid, iso(utcnow())])
 
         await self.store.run(op)
+
+
+def automations_version(db: Database) -> tuple[Any, ...]:
+    """What changes whenever an automation is created, changed or deleted: their count and latest change."""
+    return tuple(db.execute("SELECT COUNT(*), MAX(updated_at) FROM automations").fetchone())

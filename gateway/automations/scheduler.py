@@ -33,6 +33,7 @@ from zoneinfo import ZoneInfo
 from gateway.automations.event_message import RunPrompt, event_message
 from gateway.automations.jobs import DateJobs
 from gateway.automations.naming import clean_name, new_automation_id
+from gateway.checkpoints import reached
 from store.automations import Automations
 from store.db import Store
 from store.records import AutomationRecord, AutomationRun, Origin, Outbound, iso, parse_iso, utcnow
@@ -256,6 +257,7 @@ class AutomationService:
             run_id = await self.repo.claim_run(row.id, event_slot(stored), next_run_at=row.next_run_at)
             if run_id is None:
                 return False
+            await reached("trigger.claimed")
             log.info("automation fired id=%s event=%s", automation_id, stored.key)
             self._spawn(self._execute(row, run_id, event_slot(stored), late=False))
         return True
