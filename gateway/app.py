@@ -43,6 +43,7 @@ from toolsets.registry import TOOLSETS
 from toolsets.untrusted import new_boundary, wrap
 
 if TYPE_CHECKING:
+    from gateway.automations.triggers import TriggerSources
     from gateway.services.mcp import McpTools
 
 log = logging.getLogger(__name__)
@@ -86,6 +87,7 @@ class Gateway:
         self.started: dict[str, str] = {}  # surface name -> "up" | "down: <why>"
         self._background: list[asyncio.Task[None]] = []
         self._pull_leases: list[PullLease] = []
+        self.triggers: TriggerSources | None = None  # while resident: the mail watcher, the calendar planner
         self._stopped = False
         self._recent_choices: dict[str, float] = {}  # clarify presses, for the double-tap debounce
 
@@ -132,6 +134,9 @@ class Gateway:
             scheduler = self.services.get("automations")
             if scheduler is not None:
                 await scheduler.start()
+                from gateway.automations.triggers import TriggerSources
+                self.triggers = TriggerSources(self.store, self.services, self.outbox.enqueue)
+                await self.triggers.start()
         self._background.append(asyncio.create_task(self._keep_leases(), name="leases"))
         for surface in self.surfaces:
             await self._start_surface(surface)
@@ -178,6 +183,8 @@ class Gateway:
         self._stopped = True
         self.runtime.accepting = False
         scheduler = self.services.get("automations")
+        if self.triggers is not None:
+            await self.triggers.stop()
         if scheduler is not None and self.resident:
             await scheduler.shutdown()
         try:  # running turns finish, then the executions and follow-up turns they started
