@@ -27,6 +27,7 @@ from toolsets.schedule import (
     legacy_error,
     parse_schedule,
 )
+from toolsets.webhook_secret import hand_out_secret
 
 TOOLSET = Toolset(
     "automation",
@@ -128,7 +129,7 @@ async def automation_create(ctx: ToolContext, name: Name, schedule: ScheduleSpec
         action: what it does.
     """
     rec = await _guard(_service(ctx).create(ctx.user_key, ctx.origin, name, schedule.root, action.root))
-    return _view(rec, ctx.tz)
+    return await hand_out_secret(ctx, rec, _view(rec, ctx.tz))
 
 
 @_rejects_legacy
@@ -147,7 +148,7 @@ async def automation_update(ctx: ToolContext, id: str, name: Name | None = None,
     rec = await _guard(_service(ctx).update(
         ctx.user_key, id, name=name, schedule=schedule.root if schedule else None,
         action=action.root if action else None, enabled=enabled))
-    return _view(rec, ctx.tz)
+    return await hand_out_secret(ctx, rec, _view(rec, ctx.tz))
 
 
 @TOOLSET.tool(risk=Risk.RUNTIME_LOW, execution=ExecutionPolicy.AUDIT)
