@@ -186,6 +186,7 @@ class MailWatcher:
         self._version: tuple[Any, ...] | None = None
         self._task: asyncio.Task[None] | None = None
         self._unknown: set[str] = set()
+        self._refreshing = asyncio.Lock()
 
     async def start(self) -> None:
         await self.refresh()
@@ -210,6 +211,10 @@ class MailWatcher:
     async def refresh(self) -> None:
         """Start, update and stop folder watchers to match the enabled email triggers (only when some
         automation changed since the last look: one small query otherwise)."""
+        async with self._refreshing:  # one round at a time: the loop's and one asked for elsewhere
+            await self._refresh()
+
+    async def _refresh(self) -> None:
         version = await self._store.run(automations_version)
         if version == self._version:
             return

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from gateway.automations.event_plan import EventPlanner
 from gateway.automations.mail_watch import MailWatcher
 from gateway.automations.scheduler import AutomationService
 from store.db import Store
@@ -20,12 +21,18 @@ class TriggerSources:
         automations: AutomationService = services["automations"]
         self.mail = MailWatcher(store, automations.list_all, automations.fire_event, enqueue,
                                 services["email"]) if "email" in services else None
+        self.calendar = EventPlanner(store, automations.list_all, automations.fire_event, services["calendar"],
+                                     automations.tz) if "calendar" in services else None
 
     async def start(self) -> None:
         if self.mail is not None:
             await self.mail.start()
-        log.info("triggers started mail=%s", self.mail is not None)
+        if self.calendar is not None:
+            await self.calendar.start()
+        log.info("triggers started mail=%s calendar=%s", self.mail is not None, self.calendar is not None)
 
     async def stop(self) -> None:
         if self.mail is not None:
             await self.mail.stop()
+        if self.calendar is not None:
+            await self.calendar.stop()
