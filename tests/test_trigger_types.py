@@ -127,3 +127,11 @@ async def test_a_prompt_triggers_turn_sees_the_email_as_outside_content_and_is_t
     assert held.tool == "memory"
     assert await Memory(harness.gw.store).list(OWNER) == []
 
+
+
+async def test_reminders_and_automation_list_show_triggers(harness) -> None:
+    service = harness.gw.services["automations"]
+    rec = await service.create(OWNER, CONSOLE, "ci failures", parse_schedule({"type": "webhook", "name": "ci"}),
+                               Reminder(kind="reminder"))
+    out = await harness.say("/reminders")
+    assert f"{rec.id} · on each event · webhook /hooks/ci · ci failures" in out
