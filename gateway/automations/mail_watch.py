@@ -70,6 +70,11 @@ class FolderWatcher:
         self._task: asyncio.Task[None] | None = None
         self.swept = asyncio.Event()  # set after each sweep (tests and the benchmark wait on it)
 
+    @property
+    def watching(self) -> bool:
+        """Whether this process holds the folder's lease and watches it now."""
+        return self._cycle is not None
+
     def start(self) -> None:
         self._task = asyncio.create_task(self._hold(), name=f"mail-watch-{self.lease}")
 
