@@ -23,6 +23,7 @@ from gateway.llm import make_client
 from gateway.llm.types import ModelClient
 from gateway.outbox import OutboxService
 from gateway.services.availability import availability
+from gateway.services.budget import ALLOW_ACTION, run_allowance
 from gateway.services.factory import GatewayPorts, SurfaceStatus, build_services
 from gateway.services.media import run_retention, sweep_expired
 from gateway.surfaces.base import Surface
@@ -283,6 +284,11 @@ class Gateway:
             await self.receive(Inbound(surface=surface, chat_id=origin.chat_id, thread_id=origin.thread_id,
                                        user_id=user_id, text=value, is_group=is_group))
             return f"You chose: {value}"
+        if action == ALLOW_ACTION and "budget" in self.services:
+            if await self.access.role_of(user_key) != "owner":  # a guest's press changes nothing
+                log.info("press_refused surface=%s action=%s reason=not_owner", surface, action)
+                return "Only an owner can raise the budget; nothing changed."
+            return str(await self.services["budget"].allow_today(value, user_key))
         return "Unknown button."
 
     async def _asked(self, session_id: str, option: str) -> bool:
@@ -309,6 +315,9 @@ class Gateway:
         automation toolset (so automations cannot multiply themselves). The turn id is derived from
         (automation, slot): a run re-delivered after a crash continues its own turn instead of repeating it.
         A trigger's `event` follows the prompt as outside content, and the turn counts as having read it."""
+        skipped, per_run = await run_allowance(self.services.get("budget"), self.access, rec.user_key, rec.name)
+        if skipped is not None:
+            return skipped
         session = await self.runtime.sessions.get_or_create(f"automation:{rec.id}", rec.origin, rec.user_key,
                                                             kind="automation")
         turn_id = f"auto-{rec.id}-{parse_iso(slot_time(slot)).strftime('%Y%m%dT%H%M%S%f')}"
@@ -318,7 +327,7 @@ class Gateway:
             prompt = f"{prompt}\n\n{wrap(event.source, event.text, new_boundary())}"
             tainted = [event.source]
         text = await self.runtime.model_turn(session, turn_id, user_text=prompt, exclude={"automation"},
-                                             tainted_by=tainted)
+                                             tainted_by=tainted, max_tokens=per_run)
         return text or ""
 
     # -- approvals plumbing -----------------------------------------------------------------------

@@ -11,10 +11,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from store.db import Store
 from store.records import iso, utcnow
 from store.sql import json_text
-from store.tables import Database
 
 
 class HookTarget(BaseModel):
@@ -40,13 +38,13 @@ def m019_webhooks(db: Any) -> None:
 class WebhookSecrets:
     """The `webhook_secrets` table."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Any) -> None:  # a store.db.Store: store.db imports this module's migration
         self.store = store
 
     async def put(self, automation_id: str, sealed_secret: str) -> None:
         """Set (or replace: a rotation) the automation's secret."""
 
-        def op(db: Database) -> None:
+        def op(db: Any) -> None:
             db.execute("INSERT INTO webhook_secrets (automation_id, secret, created_at) VALUES (?, ?, ?)"
                        " ON CONFLICT (automation_id) DO UPDATE SET secret = excluded.secret,"
                        " created_at = excluded.created_at", [automation_id, sealed_secret, iso(utcnow())])
@@ -60,7 +58,7 @@ class WebhookSecrets:
     async def targets(self, name: str) -> list[HookTarget]:
         """The enabled webhook automations named `name`, with their sealed secrets."""
 
-        def op(db: Database) -> list[HookTarget]:
+        def op(db: Any) -> list[HookTarget]:
             rows = db.execute(
                 f"SELECT a.id, w.secret FROM automations a JOIN webhook_secrets w ON w.automation_id = a.id"
                 f" WHERE a.enabled = 1 AND {json_text(db, 'a.schedule', 'type')} = 'webhook'"

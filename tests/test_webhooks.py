@@ -17,8 +17,8 @@ import pytest
 
 from gateway.accounts.vault import KEY_ENV
 from gateway.automations.scheduler import AutomationService
-from gateway.automations.webhooks import MAX_BODY, WebhookService, signature
 from gateway.config import load_config
+from gateway.services.webhooks import MAX_BODY, WebhookService, signature
 from store.outbox import Outbox
 from store.records import Origin
 from tests.fixtures.model import FakeModel, reply, tool_call

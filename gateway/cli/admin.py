@@ -282,7 +282,7 @@ async def automations_delete(config: Config, args: argparse.Namespace) -> int:
 
 async def automations_secret(config: Config, args: argparse.Namespace) -> int:
     """Rotate a webhook automation's secret: the old one stops working at once, the new one is shown once."""
-    from gateway.automations.webhooks import WebhookService
+    from gateway.services.webhooks import WebhookService
     from store.automations import Automations
     async with config.new_store() as store:
         row = await Automations(store).get(args.id)

@@ -1,4 +1,4 @@
-"""`POST /hooks/<name>`: webhook deliveries on the dashboard's listener (gateway/automations/webhooks.py).
+"""`POST /hooks/<name>`: webhook deliveries on the dashboard's listener (gateway/services/webhooks.py).
 
 These requests carry no dashboard session: the guard lets them through to this handler, which checks the
 webhook's own secret. The body is read here with its own limit (the dashboard's forms have a smaller one).
@@ -10,8 +10,8 @@ import logging
 
 from aiohttp import web
 
-from gateway.automations.webhooks import MAX_BODY, Verdict, WebhookService
 from gateway.dashboard.context import GATEWAY
+from gateway.services.webhooks import MAX_BODY, Verdict, WebhookService
 
 log = logging.getLogger(__name__)
 

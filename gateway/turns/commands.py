@@ -190,7 +190,10 @@ class Commands:
         return await cancel_command(self._automations(), inbound.user_key, args)
 
     async def usage(self, inbound: Inbound, session: SessionRecord, args: str) -> str:
-        return await usage_report(self.runtime.store, self.runtime.config, inbound.user_key, session.id)
+        report = await usage_report(self.runtime.store, self.runtime.config, inbound.user_key, session.id)
+        budget = self.runtime.services.get("budget")
+        caps = await budget.report() if budget is not None else []
+        return "\n".join([report, *caps])
 
     async def status(self, inbound: Inbound, session: SessionRecord, args: str) -> str:
         return await status_report(self.runtime, inbound, session)

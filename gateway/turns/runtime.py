@@ -27,12 +27,13 @@ from gateway.limits import inbound_too_long
 from gateway.llm.types import ChatMessage, ModelClient, ModelCutOff, ModelUnavailable, ToolSchema
 from gateway.outbox import OutboxService
 from gateway.selection.selector import recent_toolsets, select_toolsets, tools_for
+from gateway.services.budget import budget_refusal
 from gateway.services.media import Media
 from gateway.surfaces.base import Surface
 from gateway.turns.compaction import Compactor
 from gateway.turns.history import HistoryWindows, to_chat
 from gateway.turns.lanes import Lanes
-from gateway.turns.live_reply import LiveReply, abandoned_on_error
+from gateway.turns.live_reply import LiveReply, abandoned_on_error, live_reply
 from gateway.turns.opening import Opening, SessionKey, open_turn
 from gateway.turns.prompt import system_prompt
 from gateway.turns.reply_calls import TurnCalls
@@ -175,6 +176,9 @@ class Runtime:
                 if said is not None:
                     await self.reply(inbound.origin, said, f"{turn_id}:command")
                     return False
+        if (refusal := await budget_refusal(self.services.get("budget"), self.access, inbound)) is not None:
+            await self.outbox.enqueue(refusal, f"{turn_id}:budget")  # over a cap: no model call
+            return False
         surface = self.surfaces.get(inbound.surface)
         progress = (surface.progress(inbound.origin, inbound.platform_message_id) if surface
                     else contextlib.nullcontext())
@@ -238,12 +242,7 @@ class Runtime:
         return outbox_id
 
     def _live(self, origin: Origin, dedupe: str) -> LiveReply | None:
-        """A live reply when streaming is on and the surface can show one in this chat."""
-        if not self.config.runtime.stream or self.model is None:
-            return None
-        surface = self.outbox.surfaces.get(origin.surface)
-        settings = surface.live(origin) if surface is not None else None
-        return LiveReply(self.outbox, origin, dedupe, settings) if settings is not None else None
+        return live_reply(self.outbox, origin, dedupe, self.config.runtime.stream and self.model is not None)
 
     # -- the model loop ---------------------------------------------------------------------------
 
