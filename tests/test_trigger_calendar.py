@@ -78,11 +78,15 @@ async def test_a_moved_event_fires_at_its_new_time_once_and_a_cancelled_one_neve
     put(caldav_server, calendar, "retro", ics("retro", "Retro", now + timedelta(minutes=10, seconds=4)))
     await planner.check()
     assert sorted(e.fields["title"] for _, e in planner.planned.values()) == ["Retro", "Standup"]
+    listed = planner.listings
+    await planner.check()  # nothing changed: the calendar's getctag says so, and nothing is listed
+    assert planner.listings == listed and len(planner.planned) == 2
 
     delete(caldav_server, calendar, "retro")  # cancelled
     moved = datetime.now(UTC).replace(microsecond=0) + timedelta(minutes=10, seconds=2)
     put(caldav_server, calendar, "standup", ics("standup", "Standup", moved, location="Room 4"))  # moved earlier
     await planner.check()
+    assert planner.listings == listed + 1
     assert [(at, e.fields["title"]) for at, e in planner.planned.values()] == [
         (iso(moved - timedelta(minutes=10)), "Standup")]
     local = moved.astimezone(h.gw.config.tz)

@@ -1,15 +1,17 @@
 """Before each calendar event: the next occurrences planned into the scheduler, re-planned as the
 calendar changes.
 
-Every `check_s` (30 s: a change is planned within a minute) the planner lists each before_event
-trigger's calendar from now to `horizon` ahead, recurring events expanded, and holds one APScheduler
-date job per occurrence at its start minus the trigger's minutes. The job's key names the occurrence by
-event UID and start, so a moved event's old job is dropped and a new one placed at the new time, and a
-cancelled one's job is dropped: it never fires. All-day events are left out unless the trigger asks for
-them. Times are instants (the calendar's own zones; minutes are elapsed time), shown in the owner's zone,
-so DST moves nothing. A firing records the occurrence and claims the automation's run for it
-(`AutomationService.fire_event`): each occurrence fires once across restarts, re-plans and residents. A
-firing time passed while the resident was down still fires while the event has not started.
+Every `check_s` (30 s: a change is planned within a minute) the planner asks each before_event
+trigger's calendar for its change tag (CalDAV getctag, else sync-token: one PROPFIND) and, when it
+changed (or ten minutes passed, or the calendar has none, like Microsoft Graph), lists it from now to
+`horizon` ahead, recurring events expanded, and holds one APScheduler date job per occurrence at its
+start minus the trigger's minutes. The job's key names the occurrence by event UID and start, so a
+moved event's old job is dropped and a new one placed at the new time, and a cancelled one's job is
+dropped: it never fires. All-day events are left out unless the trigger asks for them. Times are
+instants (the calendar's own zones; minutes are elapsed time), shown in the owner's zone, so DST moves
+nothing. A firing records the occurrence and claims the automation's run for it
+(`AutomationService.fire_event`): each occurrence fires once across restarts, re-plans and residents.
+A firing time passed while the resident was down still fires while the event has not started.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ log = logging.getLogger(__name__)
 
 Fire = Callable[[str, TriggerEvent], Awaitable[bool]]
 GRACE_AT_START = timedelta(minutes=1)  # a "0 minutes before" firing that is a little late still fires
+RELIST_AFTER = timedelta(minutes=10)  # an unchanged calendar is still listed this often (the horizon moves)
 TEXT_CHARS = 4_000
 
 
@@ -74,6 +77,8 @@ class EventPlanner:
         self.checked = asyncio.Event()  # set after each round (tests wait on it)
         self._task: asyncio.Task[None] | None = None
         self._checking = asyncio.Lock()
+        self._tags: dict[str, tuple[str, datetime]] = {}  # automation id -> (change tag, listed at)
+        self.listings = 0  # calendar listings made (a round whose tags are unchanged makes none)
 
     async def start(self) -> None:
         self._jobs = DateJobs(self._due)
@@ -111,12 +116,18 @@ class EventPlanner:
         now = utcnow()
         wanted: dict[str, tuple[str, TriggerEvent]] = {}
         for rec, trigger in self._triggers:
+            kept = {k: v for k, v in self.planned.items() if k.startswith(f"{rec.id}|")}
             try:
+                if await self._unchanged(rec, trigger, now):
+                    wanted.update(kept)
+                    continue
                 for job_id, at, event in await self.occurrences(rec, trigger, now):
                     wanted[job_id] = (at, event)
+                self.listings += 1
             except Exception as exc:  # one unreachable calendar keeps its jobs; the others are planned
                 log.warning("event_plan_calendar_failed automation=%s error=%s", rec.id, exc)
-                wanted.update({k: v for k, v in self.planned.items() if k.startswith(f"{rec.id}|")})
+                self._tags.pop(rec.id, None)
+                wanted.update(kept)
         self._fired &= set(wanted)
         wanted = {k: v for k, v in wanted.items() if k not in self._fired}
         for job_id in [k for k in self.planned if k not in wanted]:
@@ -128,6 +139,19 @@ class EventPlanner:
                 log.info("event_plan_placed job=%s at=%s", job_id, at)
         self.planned = wanted
         self.checked.set()
+
+    async def _unchanged(self, rec: AutomationRecord, trigger: BeforeEvent, now: datetime) -> bool:
+        """Whether the calendar's change tag (CalDAV getctag / sync-token) is what it was at the last
+        listing, and that listing is recent enough for its horizon. A calendar without one (Microsoft
+        Graph) is listed every round."""
+        _account, client = await self._calendars.pick(trigger.account)
+        tag_of = getattr(client, "change_tag", None)
+        tag = await tag_of(trigger.calendar) if tag_of is not None else ""
+        last = self._tags.get(rec.id)
+        if tag and last is not None and last[0] == tag and now - last[1] < RELIST_AFTER:
+            return True
+        self._tags[rec.id] = (tag, now)
+        return False
 
     async def occurrences(self, rec: AutomationRecord, trigger: BeforeEvent,
                           now: datetime) -> list[tuple[str, str, TriggerEvent]]:
