@@ -16,6 +16,7 @@ from pydantic import BaseModel, model_validator
 from store.records import AutomationRecord, AutomationRun, Origin, parse_iso
 from store.triggers import slot_time
 from toolsets.base import ExecutionPolicy, Risk, Tool, ToolContext, ToolError, Toolset
+from toolsets.briefing import configured_parts, set_briefing
 from toolsets.limits import Name
 from toolsets.schedule import (
     LEGACY_FIELDS,
@@ -149,6 +150,18 @@ async def automation_update(ctx: ToolContext, id: str, name: Name | None = None,
         ctx.user_key, id, name=name, schedule=schedule.root if schedule else None,
         action=action.root if action else None, enabled=enabled))
     return await hand_out_secret(ctx, rec, _view(rec, ctx.tz))
+
+
+@TOOLSET.tool(risk=Risk.RUNTIME_LOW, execution=ExecutionPolicy.AUDIT)
+async def automation_briefing(ctx: ToolContext, at: str) -> str:
+    """Set, move or turn off the user's daily morning briefing: today's events, important unread mail and due
+    tasks, from the tools that are configured. Setting it again moves it; there is one per user.
+
+    Args:
+        at: the local time of day, e.g. "7:30", or "off" to remove it.
+    """
+    configured = configured_parts([n for n in ("calendar", "email") if ctx.service(n) is not None])
+    return str(await _guard(set_briefing(_service(ctx), ctx.user_key, ctx.origin, at, configured)))
 
 
 @TOOLSET.tool(risk=Risk.RUNTIME_LOW, execution=ExecutionPolicy.AUDIT)
