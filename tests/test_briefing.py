@@ -43,7 +43,8 @@ async def test_the_model_sets_and_removes_the_briefing(console: Any, model: Fake
     await console.say("set up a morning briefing at 6:45 please")
     [rec] = await briefings(console)
     assert rec.schedule["cron"] == "45 6 * * *"
-    assert any(m.get("role") == "tool" and "set for 06:45" in str(m.get("content")) for m in model.requests[-1].messages)
+    assert any(m.get("role") == "tool" and "set for 06:45" in str(m.get("content"))
+               for m in model.requests[-1].messages)
     model.script(tool_call("automation_briefing", {"at": "off"}), reply("Turned off."))
     await console.say("stop my morning briefing")
     assert await briefings(console) == []
