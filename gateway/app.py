@@ -136,7 +136,7 @@ class Gateway:
             if scheduler is not None:
                 await scheduler.start()
                 from gateway.automations.triggers import TriggerSources
-                self.triggers = TriggerSources(self.store, self.services, self.outbox.enqueue)
+                self.triggers = TriggerSources(self.store, self.services, self.outbox.enqueue, self.access)
                 await self.triggers.start()
         self._background.append(asyncio.create_task(self._keep_leases(), name="leases"))
         for surface in self.surfaces:

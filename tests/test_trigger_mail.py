@@ -135,3 +135,20 @@ async def test_a_new_uidvalidity_rebaselines_without_replaying(start: Any, mail_
     out = await h.wait_for("📧 after the change")
     await h.gw.idle()
     assert "📧 old" not in out + h.new_output()
+
+
+async def test_a_trigger_of_a_user_without_email_access_is_not_watched(start: Any, mail_drop: MailDrop,
+                                                                       model: Any) -> None:
+    h = await start()
+    folder = mail_drop.new_folder()
+    service = h.gw.services["automations"]
+    guest_chat = Origin(surface="console", chat_id="guest-chat")
+    await service.create("telegram:5005", guest_chat, "peek", parse_schedule({"type": "email", "folder": folder}),
+                         Reminder(kind="reminder", text="GUEST SAW {subject}"))
+    await watching(h, folder, action={"kind": "reminder", "text": "📧 {subject}"})
+    await mail_drop.asend(folder, subject="private")
+    out = await h.wait_for("📧 private")
+    await h.gw.idle()
+    assert "GUEST SAW" not in out + h.new_output()
+    assert [t for t in h.gw.triggers.mail.folders[("default", folder)].watched.triggers
+            if t[0].user_key == "telegram:5005"] == []

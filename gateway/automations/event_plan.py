@@ -62,13 +62,14 @@ class EventPlanner:
         fire: `AutomationService.fire_event`.
         calendars: the calendar accounts ("calendar": `AccountClients`).
         tz: the owner's zone (what times are shown in).
+        may_watch: whether a user's triggers may read the calendar (user key -> bool); None: everyone's.
     """
 
     def __init__(self, store: Store, list_all: Callable[[], Awaitable[list[AutomationRecord]]], fire: Fire,
-                 calendars: Any, tz: ZoneInfo, *, check_s: float = 30.0,
-                 horizon: timedelta = timedelta(hours=36)) -> None:
+                 calendars: Any, tz: ZoneInfo, *, check_s: float = 30.0, horizon: timedelta = timedelta(hours=36),
+                 may_watch: Callable[[str], Awaitable[bool]] | None = None) -> None:
         self._store, self._list_all, self._fire, self._calendars, self._tz = store, list_all, fire, calendars, tz
-        self._check_s, self._horizon = check_s, horizon
+        self._check_s, self._horizon, self._may_watch = check_s, horizon, may_watch
         self._version: tuple[Any, ...] | None = None
         self._triggers: list[tuple[AutomationRecord, BeforeEvent]] = []
         self._jobs: DateJobs | None = None
@@ -112,7 +113,8 @@ class EventPlanner:
             self._version = version
             self._triggers = [(rec, s) for rec in await self._list_all()
                               if rec.enabled and rec.schedule.get("type") == "before_event"
-                              and isinstance(s := parse_schedule(rec.schedule), BeforeEvent)]
+                              and isinstance(s := parse_schedule(rec.schedule), BeforeEvent)
+                              and (self._may_watch is None or await self._may_watch(rec.user_key))]
         now = utcnow()
         wanted: dict[str, tuple[str, TriggerEvent]] = {}
         for rec, trigger in self._triggers:

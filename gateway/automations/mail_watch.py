@@ -180,13 +180,15 @@ class MailWatcher:
         fire: `AutomationService.fire_event`.
         enqueue: the outbox's enqueue (the catch-up notice).
         mail: the mail accounts ("email": `AccountClients` of `EmailClient`).
+        may_watch: whether a user's triggers may read the mailbox (user key -> bool); None: everyone's.
     """
 
     def __init__(self, store: Store, list_all: Callable[[], Awaitable[list[AutomationRecord]]], fire: Fire,
                  enqueue: Enqueue, mail: Any, *, refresh_s: float = 2.0, reconcile_s: float = 240.0,
-                 catch_up: int = 50) -> None:
+                 catch_up: int = 50, may_watch: Callable[[str], Awaitable[bool]] | None = None) -> None:
         self._store, self._list_all, self._fire, self._enqueue, self._mail = store, list_all, fire, enqueue, mail
         self._refresh_s, self._reconcile_s, self._catch_up = refresh_s, reconcile_s, catch_up
+        self._may_watch = may_watch
         self.folders: dict[tuple[str, str], FolderWatcher] = {}
         self._version: tuple[Any, ...] | None = None
         self._task: asyncio.Task[None] | None = None
@@ -228,6 +230,11 @@ class MailWatcher:
         for rec in await self._list_all():
             schedule = parse_schedule(rec.schedule) if rec.schedule.get("type") == "email" else None
             if not rec.enabled or not isinstance(schedule, EmailTrigger):
+                continue
+            if self._may_watch is not None and not await self._may_watch(rec.user_key):
+                if rec.id not in self._unknown:
+                    log.warning("mail_watch_refused automation=%s user=%s reason=no_email_access", rec.id, rec.user_key)
+                    self._unknown.add(rec.id)
                 continue
             account = schedule.account or self._mail.default
             if account not in self._mail.names:

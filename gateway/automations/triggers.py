@@ -4,25 +4,41 @@ it: the mail watcher (when a mailbox is configured) and the calendar planner (wh
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 from gateway.automations.event_plan import EventPlanner
 from gateway.automations.mail_watch import MailWatcher
 from gateway.automations.scheduler import AutomationService
 from store.db import Store
 
+if TYPE_CHECKING:
+    from gateway.access import Access
+
 log = logging.getLogger(__name__)
 
 
 class TriggerSources:
-    """Starts and stops every event source the configured services allow."""
+    """Starts and stops every event source the configured services allow.
 
-    def __init__(self, store: Store, services: dict[str, Any], enqueue: Any) -> None:
+    A trigger reads the owner's mailbox or calendar, so it is only watched for a user whose turns may
+    use that toolset (an owner; a guest only where `[access] guest_toolsets` lists it): a guest's email
+    trigger must not show them the owner's mail."""
+
+    def __init__(self, store: Store, services: dict[str, Any], enqueue: Any, access: Access) -> None:
         automations: AutomationService = services["automations"]
-        self.mail = MailWatcher(store, automations.list_all, automations.fire_event, enqueue,
-                                services["email"]) if "email" in services else None
+
+        def may_use(toolset: str) -> Callable[[str], Awaitable[bool]]:
+            async def check(user_key: str) -> bool:
+                role = await access.role_of(user_key)
+                return role == "owner" or (role == "guest" and access.guest_may_use(toolset))
+
+            return check
+
+        self.mail = MailWatcher(store, automations.list_all, automations.fire_event, enqueue, services["email"],
+                                may_watch=may_use("email")) if "email" in services else None
         self.calendar = EventPlanner(store, automations.list_all, automations.fire_event, services["calendar"],
-                                     automations.tz) if "calendar" in services else None
+                                     automations.tz, may_watch=may_use("calendar")) if "calendar" in services else None
 
     async def start(self) -> None:
         if self.mail is not None:
