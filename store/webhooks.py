@@ -1,8 +1,8 @@
 """Webhook secrets: one per webhook automation, stored encrypted (the caller encrypts with the vault).
 
 A request to `/hooks/<name>` is checked against the secrets of the enabled automations whose schedule is
-`{"type": "webhook", "name": <name>}`; the row of a deleted automation is removed with it here, lazily
-(a secret without its automation is never matched: the lookup joins the automations table).
+`{"type": "webhook", "name": <name>}`. A deleted automation's secret is never matched again (the look-up
+joins the automations table), and its id is never reused.
 """
 
 from __future__ import annotations
@@ -66,8 +66,3 @@ class WebhookSecrets:
             return [HookTarget(automation_id=r[0], sealed_secret=r[1]) for r in rows]
 
         return await self.store.run(op)
-
-    async def forget_deleted(self) -> int:
-        """Remove the secrets whose automation is gone; how many."""
-        return await self.store.write(lambda db: db.execute(
-            "DELETE FROM webhook_secrets WHERE automation_id NOT IN (SELECT id FROM automations)").rowcount)
