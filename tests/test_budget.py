@@ -154,3 +154,29 @@ async def test_caps_hold_across_a_restart_and_across_two_residents_on_one_store(
     assert len(model.requests) == asked
     await second.gw.stop()
     await again.gw.stop()
+
+
+async def test_a_guest_over_per_user_daily_is_refused_without_a_button_while_the_owner_still_chats(
+        tg: FakeBot, telegram_gateway: Any, model: FakeModel) -> None:
+    async with telegram_gateway(budget={"per_user_daily": 100}) as gw:
+        tg.message("hi, I'm the flatmate", user_id=GUEST_ID, user_name="guest")
+        await tg.wait(lambda: sent_to(tg, GUEST_ID), what="the pairing answer")
+        await gw.idle()
+        code = await AccessRepo(gw.store).current_code("telegram", str(GUEST_ID))
+        assert code is not None and await AccessRepo(gw.store).redeem("telegram", code.code) is not None
+        model.script(reply("guest answer", usage=(90, 20)))
+        tg.message("what's up?", user_id=GUEST_ID, user_name="guest")
+        await tg.wait_calls("sendMessage", where=lambda c: c.params.get("text") == "guest answer")
+        await gw.idle()
+        asked = len(model.requests)
+        tg.message("and now?", user_id=GUEST_ID, user_name="guest")
+        [refusal] = await tg.wait_calls("sendMessage", where=lambda c: "not calling the model" in c.params["text"])
+        assert int(refusal.params["chat_id"]) == GUEST_ID and "The owner can raise it." in refusal.params["text"]
+        assert "reply_markup" not in refusal.params  # no Allow today for a guest
+        assert len(model.requests) == asked
+        await tg.wait(lambda: [c for c in sent_to(tg, OWNER_ID)
+                               if f"daily budget of telegram:{GUEST_ID} is used up" in c.params["text"]],
+                      what="the owner told")
+        model.script(reply("owner answer", usage=(500, 50)))  # the owner's own turns are not a guest's cap
+        tg.message("hello")
+        await tg.wait_calls("sendMessage", where=lambda c: c.params.get("text") == "owner answer")
