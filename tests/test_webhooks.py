@@ -11,6 +11,7 @@ import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -19,6 +20,7 @@ from gateway.accounts.vault import KEY_ENV
 from gateway.automations.scheduler import AutomationService
 from gateway.config import load_config
 from gateway.services.webhooks import MAX_BODY, WebhookService, signature
+from gateway.surfaces.console import CHAT_ID
 from store.outbox import Outbox
 from store.records import Origin
 from tests.fixtures.model import FakeModel, reply, tool_call
@@ -174,3 +176,23 @@ async def test_kill_9_after_the_202_and_before_the_delivery_still_delivers_exact
         await tg.wait(lambda: "🚨 end" in texts(tg), timeout=SUBPROCESS_S, what="a later delivery")
         assert texts(tg).count("🚨 smoke") == 1
         assert await proc.terminate() == 0
+
+
+@pytest.mark.both_backends
+async def test_one_delivery_taken_by_two_residents_on_one_store_fires_once(start_console: Any,
+                                                                           make_config: Any) -> None:
+    config = make_config()
+    first, second = await start_console(config), await start_console(config)
+    user = f"console:{config.console.user_id}"
+    rec = await first.gw.services["automations"].create(
+        user, Origin(surface="console", chat_id=CHAT_ID), "ci", parse_schedule({"type": "webhook", "name": "ci"}),
+        parse_action({"kind": "reminder", "text": "🔔 {summary}"}))
+    secret = await first.gw.services["webhooks"].issue(rec.id)
+    headers = {"Authorization": f"Bearer {secret}", "X-GitHub-Delivery": "d-1"}
+    verdicts = await asyncio.gather(first.gw.services["webhooks"].accept("ci", headers, b"deploy failed"),
+                                    second.gw.services["webhooks"].accept("ci", headers, b"deploy failed"))
+    assert [int(v) for v in verdicts] == [202, 202]
+    await first.gw.idle()
+    await second.gw.idle()
+    runs = await first.gw.services["automations"].history(user, rec.id)
+    assert [r.output for r in runs] == ["🔔 deploy failed"]
