@@ -8,6 +8,8 @@ in the store, so every 202 is checked to have left a row.
 
 * latency: `--sequential` deliveries one after another; p50 / p95 of request to 202. Goal: p50 <= 20 ms.
 * throughput: `--total` deliveries from `--concurrency` clients at once; deliveries recorded per second.
+* refusals: the same number of POSTs to an unknown name, and to the real one with a wrong signature;
+  p50 of each, to show that the answer (the same 404) does not take measurably longer for either.
 
     .venv/bin/python bench/webhooks.py [--sequential 300] [--total 2000] [--concurrency 16]
 """
@@ -95,6 +97,18 @@ async def main(args: argparse.Namespace) -> None:
                 start = time.perf_counter()
                 await asyncio.gather(*(worker() for _ in range(args.concurrency)))
                 elapsed = time.perf_counter() - start
+
+                async def refused(target: str, proof: dict[str, str]) -> float:
+                    start = time.perf_counter()
+                    async with client.post(target, data=body, headers=proof) as r:
+                        assert r.status == 404, r.status
+                    return time.perf_counter() - start
+
+                wrong = {"X-Hub-Signature-256": "sha256=" + "0" * 64}
+                unknown, bad = [], []
+                for _ in range(args.sequential):  # interleaved, so load changes hit both alike
+                    unknown.append(await refused(url.replace("/bench", "/nope"), wrong))
+                    bad.append(await refused(url, wrong))
         finally:
             proc.terminate()
             await proc.wait()
@@ -110,6 +124,8 @@ async def main(args: argparse.Namespace) -> None:
     print(f"{args.total} deliveries from {args.concurrency} clients: {elapsed:.2f} s, "
           f"{args.total / elapsed:.0f} recorded/s")
     print(f"events recorded: {recorded} of {expected} accepted")
+    print(f"404 p50: unknown name {statistics.median(unknown) * 1e3:.2f} ms, "
+          f"wrong signature {statistics.median(bad) * 1e3:.2f} ms")
 
 
 if __name__ == "__main__":
