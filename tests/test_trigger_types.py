@@ -135,3 +135,24 @@ async def test_reminders_and_automation_list_show_triggers(harness) -> None:
                                Reminder(kind="reminder"))
     out = await harness.say("/reminders")
     assert f"{rec.id} · on each event · webhook /hooks/ci · ci failures" in out
+
+
+async def test_anyy_automations_list_shows_what_a_trigger_waits_for(tmp_path, home) -> None:
+    from gateway.automations.scheduler import AutomationService
+    from store.db import Store
+    from tests.support.cli import anyy
+
+    config = tmp_path / "config.toml"
+    config.write_text(f'[store]\npath = "{tmp_path / "anyy.db"}"\n', encoding="utf-8")
+    store = await Store(tmp_path / "anyy.db").open()
+
+    async def never(*_: object) -> int:
+        raise AssertionError("admin mode delivers nothing")
+
+    await AutomationService(store, BERLIN, never).create(
+        OWNER, CONSOLE, "bank mail", parse_schedule({"type": "email", "from": ["*@bank.example"]}),
+        Reminder(kind="reminder"))
+    await store.close()
+    code, out, err = await anyy("automations", "list", "--config", str(config), env=home)
+    assert code == 0, err
+    assert "next on each event (email INBOX from *@bank.example)  bank mail" in out

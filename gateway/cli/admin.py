@@ -264,9 +264,17 @@ async def automations_list(config: Config, args: argparse.Namespace) -> int:
         print("No automations.")
     for r in rows:
         state = "" if r.enabled else " (disabled)"
-        due = _local(config, r.next_run_at) if r.next_run_at else "-"
+        due = _local(config, r.next_run_at) if r.next_run_at else _on_event(r.schedule, config)
         print(f"{r.id}  {r.user_key:<18} next {due}  {r.name}{state}")
     return 0
+
+
+def _on_event(schedule: dict[str, object], config: Config) -> str:
+    """What a row without a next run waits for: "on each event (webhook /hooks/ci)" for a trigger, else "-"."""
+    from toolsets.schedule import describe, parse_schedule
+
+    parsed = parse_schedule(schedule)
+    return f"on each event ({describe(parsed, config.tz)})" if parsed.event_driven else "-"
 
 
 async def automations_delete(config: Config, args: argparse.Namespace) -> int:
