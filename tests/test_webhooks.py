@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import aiohttp
 import pytest
@@ -25,8 +26,10 @@ from store.outbox import Outbox
 from store.records import Origin
 from tests.fixtures.model import FakeModel, reply, tool_call
 from tests.support.cli import SUBPROCESS_S, anyy
+from tests.support.context import RecordingContext
 from tests.support.resident import Resident, resident, run_config
 from tests.support.telegram_api import OWNER_ID, FakeBot
+from toolsets.automation import TOOLSET
 from toolsets.schedule import parse_action, parse_schedule
 
 KEY = "x5fS2v8mN1oUuJ3pQ9rT0wY7zA4bC6dE8fG1hI2jK3k="  # a Fernet key (32 bytes, URL-safe base64)
@@ -196,3 +199,27 @@ async def test_one_delivery_taken_by_two_residents_on_one_store_fires_once(start
     await second.gw.idle()
     runs = await first.gw.services["automations"].history(user, rec.id)
     assert [r.output for r in runs] == ["🔔 deploy failed"]
+
+
+async def test_the_secret_is_never_posted_into_a_group_chat(store: Any, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+
+
+    monkeypatch.setenv(KEY_ENV, KEY)
+    service = AutomationService(store, ZoneInfo("UTC"), Outbox(store).enqueue)
+    webhooks = WebhookService(store, tmp_path, service.fire_event)
+    group = Origin(surface="telegram", chat_id="-100")
+    ctx = RecordingContext(store, user_key="telegram:1", origin=group, session_id=f"{group.key()}#1",
+                           services={"automations": service, "webhooks": webhooks})
+    [tool] = [t for t in TOOLSET.tools if t.name == "automation_create"]
+    args = {"name": "ci", "schedule": {"type": "webhook", "name": "ci"}, "action": {"kind": "reminder"}}
+    view = await tool.call(ctx, tool.args_model.model_validate(args))
+    assert ctx.sent == [] and "anyy automations secret" in view["secret"]
+    assert await webhooks.secrets.has(view["id"])  # issued: the CLI replaces it and shows the new one
+    direct = Origin(surface="telegram", chat_id="1")
+    ctx = RecordingContext(store, user_key="telegram:1", origin=direct, session_id=direct.key(),
+                           services={"automations": service, "webhooks": webhooks})
+    args["schedule"] = {"type": "webhook", "name": "deploy"}
+    view = await tool.call(ctx, tool.args_model.model_validate(args))
+    [(text, to)] = ctx.sent
+    assert to == direct and "whsec_" in text and "whsec_" not in str(view)

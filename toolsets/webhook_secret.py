@@ -1,4 +1,5 @@
-"""A new webhook automation's secret goes to the person who made it, in their chat, once; never to the model.
+"""A new webhook automation's secret goes to the person who made it, in their chat, once; never to the model,
+and never into a group chat (the CLI shows it there instead).
 
 The tool result only says where the secret went, so no model context, transcript or audit entry holds it.
 """
@@ -11,6 +12,8 @@ from store.records import AutomationRecord
 from toolsets.base import ToolContext
 
 SENT = "the secret was sent to the user's chat directly (shown once; `anyy automations secret ID` replaces it)"
+NOT_IN_GROUP = ("this is a shared chat, so the secret was not posted here: the owner gets it by running "
+                "`anyy automations secret ID` on the Anyy machine")
 
 
 async def hand_out_secret(ctx: ToolContext, rec: AutomationRecord, view: dict[str, Any]) -> dict[str, Any]:
@@ -20,6 +23,8 @@ async def hand_out_secret(ctx: ToolContext, rec: AutomationRecord, view: dict[st
         return view
     secret = await webhooks.issue(rec.id)
     name = rec.schedule.get("name")
+    if ctx.session_id != ctx.origin.key():  # a group's session is per member: everyone there would read it
+        return {**view, "webhook_url_path": f"/hooks/{name}", "secret": NOT_IN_GROUP}
     await ctx.send(f"🔑 Webhook “{rec.name}”: POST to /hooks/{name} with\n"
                    f"Authorization: Bearer {secret}\n"
                    "or sign the body (X-Hub-Signature-256: sha256=HMAC-SHA256 of the body with this secret). "
