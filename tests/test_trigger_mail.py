@@ -13,7 +13,7 @@ import pytest
 from store.records import Origin
 from store.triggers import TriggerEvents
 from tests.fixtures.mail import PASSWORD, USER
-from tests.fixtures.model import reply
+from tests.fixtures.model import reply, tool_call
 from tests.support.mail_drop import MailDrop
 from toolsets.registry import TOOLSETS
 from toolsets.schedule import Reminder, parse_action, parse_schedule
@@ -152,3 +152,17 @@ async def test_a_trigger_of_a_user_without_email_access_is_not_watched(start: An
     assert "GUEST SAW" not in out + h.new_output()
     assert [t for t in h.gw.triggers.mail.folders[("default", folder)].watched.triggers
             if t[0].user_key == "telegram:5005"] == []
+
+
+async def test_a_trigger_on_an_unknown_account_is_refused_when_created(start: Any, model: Any) -> None:
+    h = await start()
+    model.script(tool_call("automation_create", {"name": "bank", "schedule": {"type": "email", "account": "nope"},
+                                                 "action": {"kind": "reminder"}}),
+                 tool_call("automation_create", {"name": "meet", "schedule": {"type": "before_event", "minutes": 5},
+                                                 "action": {"kind": "reminder"}}),
+                 reply("Could not."))
+    await h.say("create an automation for mail from the bank")
+    results = [m["content"] for m in model.requests[-1].messages if m["role"] == "tool"]
+    assert "there is no account 'nope'; the accounts are: default" in results[0]
+    assert "no calendar is configured, so this trigger could never fire" in results[1]
+    assert await h.gw.services["automations"].list(OWNER) == []

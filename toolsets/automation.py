@@ -106,6 +106,21 @@ def _rejects_legacy(tool: Tool) -> Tool:
     return tool
 
 
+def _served(ctx: ToolContext, schedule: ScheduleModel) -> None:
+    """A trigger on mail or a calendar must name an account that serves it (a ToolError listing the
+    accounts otherwise), so a typo fails now rather than never firing."""
+    service = {"email": "email", "before_event": "calendar"}.get(schedule.type)
+    if service is None:
+        return
+    accounts = ctx.service(service)
+    if accounts is None:
+        raise ToolError(f"no {'mailbox' if service == 'email' else 'calendar'} is configured, so this trigger "
+                        "could never fire")
+    known = getattr(accounts, "known", None)
+    if known is not None:
+        known(getattr(schedule, "account", None))
+
+
 async def _guard(call: Any) -> Any:
     try:
         return await call
@@ -122,13 +137,15 @@ async def automation_list(ctx: ToolContext) -> list[dict[str, Any]]:
 @_rejects_legacy
 @TOOLSET.tool(risk=Risk.RUNTIME_LOW, execution=ExecutionPolicy.AUDIT, steering=True)
 async def automation_create(ctx: ToolContext, name: Name, schedule: ScheduleSpec, action: ActionSpec) -> dict[str, Any]:
-    """Create a reminder or a scheduled automation that delivers to the current chat.
+    """Create a reminder, a scheduled automation, or a trigger (each new email, before each calendar event,
+    each webhook call) that delivers to the current chat.
 
     Args:
         name: a short label, e.g. "call mum".
         schedule: when it fires; times are local wall-clock times.
         action: what it does.
     """
+    _served(ctx, schedule.root)
     rec = await _guard(_service(ctx).create(ctx.user_key, ctx.origin, name, schedule.root, action.root))
     return await hand_out_secret(ctx, rec, _view(rec, ctx.tz))
 
@@ -146,6 +163,8 @@ async def automation_update(ctx: ToolContext, id: str, name: Name | None = None,
         action: a new action.
         enabled: false pauses it, true resumes it.
     """
+    if schedule is not None:
+        _served(ctx, schedule.root)
     rec = await _guard(_service(ctx).update(
         ctx.user_key, id, name=name, schedule=schedule.root if schedule else None,
         action=action.root if action else None, enabled=enabled))
