@@ -19,6 +19,8 @@ def m020_budget(db: Any) -> None:
             granted_by TEXT NOT NULL,
             granted_at TEXT NOT NULL
         );
+        -- the caps sum a day's and a month's usage rows before every turn: without this, a full scan
+        CREATE INDEX messages_created ON messages(created_at);
         """
     )
 
