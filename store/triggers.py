@@ -47,28 +47,6 @@ def slot_time(slot: str) -> str:
     return slot.split(_SLOT_SEP, 1)[0]
 
 
-def m018_triggers(db: Any) -> None:
-    """Recorded trigger events and per-folder mail watermarks (docs/automations.md, "Triggers")."""
-    db.executescript(
-        """
-        CREATE TABLE trigger_events (
-            key TEXT PRIMARY KEY,           -- mail:<account>:<folder>:<uidvalidity>:<uid> | cal:... | hook:...
-            kind TEXT NOT NULL,
-            payload TEXT NOT NULL,          -- source, fields, text (JSON)
-            recorded_at TEXT NOT NULL
-        );
-        CREATE TABLE mail_watermarks (
-            account TEXT NOT NULL,
-            folder TEXT NOT NULL,
-            uidvalidity BIGINT NOT NULL,
-            last_uid BIGINT NOT NULL,
-            updated_at TEXT NOT NULL,
-            PRIMARY KEY (account, folder)
-        );
-        """
-    )
-
-
 def _event(row: Any) -> TriggerEvent:
     payload = json.loads(row[2])
     return TriggerEvent(key=row[0], kind=row[1], recorded_at=row[3], **payload)

@@ -246,16 +246,15 @@ class AutomationService:
     # -- firing ------------------------------------------------------------------------------------
 
     async def fire_event(self, automation_id: str, event: TriggerEvent) -> bool:
-        """Record `event` and fire the automation for it once: claim the run under the event's slot (the
-        same claim and outbox path as a clock firing) and deliver in the background. False when the event
-        fired it before, the automation is gone or paused, or this service does not fire (admin mode)."""
+        """Record `event` and fire the automation for it once: claim the run under the event's slot (as a
+        clock firing claims its slot), deliver in the background. False when it fired for the event before,
+        is gone or paused, or this service does not fire (admin mode)."""
         stored = await self.events.record(event)
         async with self._lock:
             row = await self.repo.get(automation_id)
-            if self._jobs is None or row is None or not row.enabled:
-                return False
-            run_id = await self.repo.claim_run(row.id, event_slot(stored), next_run_at=row.next_run_at)
-            if run_id is None:
+            run_id = None if self._jobs is None or row is None or not row.enabled else \
+                await self.repo.claim_run(row.id, event_slot(stored), next_run_at=row.next_run_at)
+            if row is None or run_id is None:
                 return False
             await reached("trigger.claimed")
             log.info("automation fired id=%s event=%s", automation_id, stored.key)
@@ -286,9 +285,8 @@ class AutomationService:
                      (now - due).total_seconds(), next_run_at)
             self._spawn(self._execute(row, run_id, slot, late))
 
-    # APScheduler checks each job's arguments against inspect.signature(func); computed afresh for a
-    # bound method, that check is most of the cost of rebuilding 10,000 jobs at start. A function's
-    # `__signature__` is what inspect.signature returns first, so compute it once.
+    # APScheduler checks each job's arguments against inspect.signature(func), computed afresh for a bound
+    # method: most of the cost of rebuilding 10,000 jobs at start. `__signature__` is returned first: set it.
     _fire.__signature__ = inspect.signature(_fire)  # type: ignore[attr-defined]
 
     async def _execute(self, row: AutomationRecord, run_id: int, slot: str, late: bool) -> None:

@@ -5,17 +5,21 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from gateway.automations.event_plan import EventPlanner
 from gateway.automations.mail_watch import MailWatcher
 from gateway.automations.scheduler import AutomationService
 from store.db import Store
 
-if TYPE_CHECKING:
-    from gateway.access import Access
-
 log = logging.getLogger(__name__)
+
+
+class Access(Protocol):
+    """What the sources ask of the gateway's `Access` (which may not be imported here: it imports us)."""
+
+    async def role_of(self, user_key: str) -> str | None: ...
+    def guest_may_use(self, toolset: str) -> bool: ...
 
 
 class TriggerSources:
