@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from gateway.automations.event_plan import EventPlanner
-from gateway.automations.mail_watch import MailWatcher
 from gateway.automations.scheduler import AutomationService
 from store.db import Store
+
+if TYPE_CHECKING:  # each source is imported when its service is configured (IMAP, iCalendar libraries)
+    from gateway.automations.event_plan import EventPlanner
+    from gateway.automations.mail_watch import MailWatcher
 
 log = logging.getLogger(__name__)
 
@@ -39,10 +41,16 @@ class TriggerSources:
 
             return check
 
-        self.mail = MailWatcher(store, automations.list_all, automations.fire_event, enqueue, services["email"],
-                                may_watch=may_use("email")) if "email" in services else None
-        self.calendar = EventPlanner(store, automations.list_all, automations.fire_event, services["calendar"],
-                                     automations.tz, may_watch=may_use("calendar")) if "calendar" in services else None
+        self.mail: MailWatcher | None = None
+        self.calendar: EventPlanner | None = None
+        if "email" in services:
+            from gateway.automations.mail_watch import MailWatcher
+            self.mail = MailWatcher(store, automations.list_all, automations.fire_event, enqueue, services["email"],
+                                    may_watch=may_use("email"))
+        if "calendar" in services:
+            from gateway.automations.event_plan import EventPlanner
+            self.calendar = EventPlanner(store, automations.list_all, automations.fire_event, services["calendar"],
+                                         automations.tz, may_watch=may_use("calendar"))
 
     async def start(self) -> None:
         if self.mail is not None:
