@@ -237,11 +237,15 @@ class Gateway:
                 return
 
     async def idle(self) -> None:
-        """Wait until no turn, approval execution or deliverable message is outstanding."""
+        """Wait until no turn, approval execution, automation delivery (clock, trigger or webhook firing)
+        or deliverable message is outstanding."""
+        automations = self.services.get("automations")  # there from start on
         while True:
             await self._settle()
+            if automations is not None:
+                await automations.runs.wait()  # its prompt turns may start approvals: settle again
             await self.outbox.wait_idle()
-            if self.runtime.idle and self.approvals.idle:
+            if self.runtime.idle and self.approvals.idle and (automations is None or automations.runs.idle):
                 return
 
     # -- GatewayPort ------------------------------------------------------------------------------

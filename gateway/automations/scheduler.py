@@ -25,11 +25,12 @@ import asyncio
 import builtins
 import inspect
 import logging
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from gateway.automations.background import Background
 from gateway.automations.event_message import RunPrompt, event_message
 from gateway.automations.jobs import DateJobs
 from gateway.automations.naming import clean_name, new_automation_id
@@ -99,7 +100,8 @@ class AutomationService:
         self._synced_at = utcnow()
         # Serializes "read row, write row, place job" so a firing and an edit never interleave.
         self._lock = asyncio.Lock()
-        self._tasks: set[asyncio.Task[None]] = set()
+        # Deliveries under way: `Gateway.idle` waits for them, as a caller believing all is delivered must.
+        self.runs = Background()
 
     @property
     def running(self) -> bool:
@@ -129,7 +131,7 @@ class AutomationService:
             for run in interrupted:
                 row = await self.repo.get(run.automation_id)
                 if row is not None:
-                    self._spawn(self._execute(row, run.id, run.scheduled_for, run.late))
+                    self.runs.spawn(self._execute(row, run.id, run.scheduled_for, run.late))
         missed = sum(parse_iso(slot) < self._started_at for _, slot in slots)
         log.info("automations started scheduled=%d missed=%d interrupted=%d", len(slots), missed, len(interrupted))
 
@@ -143,11 +145,7 @@ class AutomationService:
         if sync is not None:
             sync.cancel()
             await asyncio.gather(sync, return_exceptions=True)
-        if self._tasks:
-            _, pending = await asyncio.wait(set(self._tasks), timeout=timeout_s)
-            for task in pending:
-                task.cancel()
-            await asyncio.gather(*pending, return_exceptions=True)
+        await self.runs.stop(timeout_s)
         log.info("automations stopped")
 
     # -- the owner's operations --------------------------------------------------------------------
@@ -258,7 +256,7 @@ class AutomationService:
                 return False
             await reached("trigger.claimed")
             log.info("automation fired id=%s event=%s", automation_id, stored.key)
-            self._spawn(self._execute(row, run_id, event_slot(stored), late=False))
+            self.runs.spawn(self._execute(row, run_id, event_slot(stored), late=False))
         return True
 
     async def _fire(self, automation_id: str, slot: str) -> None:
@@ -283,7 +281,7 @@ class AutomationService:
                 return
             log.info("automation fired id=%s slot=%s late=%s lag_s=%.3f next=%s", automation_id, slot, late,
                      (now - due).total_seconds(), next_run_at)
-            self._spawn(self._execute(row, run_id, slot, late))
+            self.runs.spawn(self._execute(row, run_id, slot, late))
 
     # APScheduler checks each job's arguments against inspect.signature(func), computed afresh for a bound
     # method: most of the cost of rebuilding 10,000 jobs at start. `__signature__` is returned first: set it.
@@ -360,11 +358,6 @@ class AutomationService:
         """Make the scheduler hold a job at `slot` for the automation, or none (nothing in admin mode)."""
         if self._jobs is not None:
             self._jobs.place(automation_id, slot)
-
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
 
     async def _owned(self, user_key: str, automation_id: str) -> AutomationRecord:
         """The automation if it belongs to `user_key`; someone else's looks exactly like a missing one."""
