@@ -51,6 +51,15 @@ TOOLSET = Toolset(
         r"\bin\s{1,3}(?:an?|one|two|\d{1,4})\s{1,3}(?:hours?|hrs?|minutes?|mins?)\b", r"\bwake\s{1,3}me\b",
         r"\b(?:morning|evening|daily|weekly|monthly|hourly) (?:\w{1,20} )?(?:briefing|summary|digest|report|reminder"
         r"|recap|update|check)s?\b",
+        # Event triggers (issue 41): "tell me when CI posts", "when the bank writes, tell me", "ten minutes
+        # before each meeting", "a briefing".
+        r"\b(?:tell|notify|ping|alert|warn|text|message|let) me\b[^.?!\n]{0,15}?\b(?:when|whenever|as soon as|once)\b"
+        r"[^.?!\n]{1,40}?\b(?:writes?|e-?mails?|posts?|sends?|messages?|arrives?|fails?|breaks?|comes? in|replies)\b",
+        r"\b(?:when|whenever|as soon as)\b[^.?!\n]{1,40}?\b(?:writes?|e-?mails?|posts?|sends?|messages?|arrives?"
+        r"|fails?|breaks?|comes? in|replies)\b[,;:\s]{1,3}(?:tell|notify|ping|alert|warn|text|message|let) me\b",
+        r"\b(?:\d{1,3}|an?|one|two|five|ten|fifteen|twenty|thirty|half an) ?(?:m|min|mins|minutes?|hours?)\s{1,3}"
+        r"before\s{1,3}(?:each|every|any|all|my)\b",
+        r"\bbriefings?\b",
         r"提醒", r"每天", r"每周", r"每月", r"每小时", r"定时", r"闹钟", r"分钟后", r"小时后", r"点.{0,2}叫我",
         r"自动化",
     ),
