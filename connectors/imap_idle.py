@@ -14,6 +14,8 @@ import asyncio
 import contextlib
 import re
 from dataclasses import dataclass
+from datetime import datetime, timedelta
+from email.utils import parsedate_to_datetime
 
 import aioimaplib
 
@@ -24,6 +26,9 @@ from connectors.mailerrors import EmailError
 PREFIX_BYTES = 65_536
 _UIDVALIDITY = re.compile(rb"UIDVALIDITY (\d+)")
 _UIDNEXT = re.compile(rb"UIDNEXT (\d+)")
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+_UID = re.compile(rb"UID (\d+)")
+_INTERNALDATE = re.compile(rb'INTERNALDATE "\s*([^"]+)"')
 
 
 @dataclass(frozen=True)
@@ -45,14 +50,24 @@ class FolderWatch:
         self._idling: aioimaplib.IMAP4 | None = None  # the connection while an IDLE is open on it
         self._idle_over = asyncio.Event()
 
-    async def check(self, uidvalidity: int | None, last_uid: int | None) -> FolderCheck:
+    async def check(self, uidvalidity: int | None, last_uid: int | None, since: datetime | None = None) -> FolderCheck:
         """The folder's state and the UIDs after `last_uid` under `uidvalidity` (none asked when either is
-        None or the folder's UIDVALIDITY differs)."""
+        None or the folder's UIDVALIDITY differs). With no `last_uid` and a `since`, the UIDs of messages
+        that arrived on or after the day before `since` (IMAP's SEARCH SINCE counts whole days, in the
+        server's zone): the caller keeps those whose `arrivals` are not older than `since`."""
 
         async def op(imap: aioimaplib.IMAP4) -> FolderCheck:
             current, uidnext = await self._examine(imap)
+            highest = uidnext - 1 if uidnext else None
+            if last_uid is None and since is not None:
+                d = since - timedelta(days=1)  # not strftime's %b below: it follows the locale
+                response = await imap.uid_search(f"SINCE {d.day}-{_MONTHS[d.month - 1]}-{d.year}", charset=None)
+                if response.result != "OK":
+                    raise EmailError(f"{self.conn.where} refused the search: {server_text(response)}", remote=True)
+                new = sorted(searched(response.lines))
+                return FolderCheck(current, highest or await self._highest(imap), new)
             if uidvalidity != current or last_uid is None:
-                return FolderCheck(current, uidnext - 1 if uidnext else await self._highest(imap), [])
+                return FolderCheck(current, highest or await self._highest(imap), [])
             response = await imap.uid_search(f"UID {last_uid + 1}:*", charset=None)
             if response.result != "OK":
                 raise EmailError(f"{self.conn.where} refused the search: {server_text(response)}", remote=True)
@@ -71,6 +86,23 @@ class FolderWatch:
             return {uid: raw for uid, (raw, _unseen) in found.items()}
 
         return await self.conn.run(op)
+
+    async def arrivals(self, uids: list[int]) -> dict[int, datetime]:
+        """Each message's INTERNALDATE (when the server received it), by UID (a message gone is left out)."""
+
+        async def op(imap: aioimaplib.IMAP4) -> dict[int, datetime]:
+            await self._examine(imap)
+            response = await imap.uid("fetch", ",".join(map(str, uids)), "(UID INTERNALDATE)")
+            if response.result != "OK":
+                raise EmailError(f"{self.conn.where} refused to fetch: {server_text(response)}", remote=True)
+            out = {}
+            for line in response.lines:
+                uid, date = _UID.search(bytes(line)), _INTERNALDATE.search(bytes(line))
+                if uid and date:  # "07-Dec-2026 06:00:00 +0000" is RFC 5322's date once the dashes go
+                    out[int(uid.group(1))] = parsedate_to_datetime(date.group(1).decode().replace("-", " ", 2))
+            return out
+
+        return await self.conn.run(op) if uids else {}
 
     async def wait(self, timeout: float) -> bool:
         """IDLE on the folder until the server pushes a change (True) or `timeout` seconds pass (False).

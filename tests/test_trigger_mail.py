@@ -5,6 +5,7 @@ Gateway with the console surface; tests/test_trigger_mail_run.py drives `anyy ru
 from __future__ import annotations
 
 import imaplib
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -34,8 +35,8 @@ def mail_drop(mail_servers: Any) -> Iterator[MailDrop]:
 def start(start_console: Any, email_config: Any) -> Any:
     config = email_config()
 
-    async def go() -> Any:
-        return await start_console(config=config, toolsets=TOOLSETS)
+    async def go(**kwargs: Any) -> Any:  # resident=False: a gateway as `anyy chat` or the CLI has it
+        return await start_console(config=config, toolsets=TOOLSETS, **kwargs)
 
     return go
 
@@ -135,6 +136,62 @@ async def test_a_new_uidvalidity_rebaselines_without_replaying(start: Any, mail_
     out = await h.wait_for("📧 after the change")
     await h.gw.idle()
     assert "📧 old" not in out + h.new_output()
+
+
+def file_old(mail_servers: Any, folder: str, subject: str, hours_ago: float = 1) -> None:
+    """File a message the server received `hours_ago` (its INTERNALDATE): mail from before a trigger that
+    lands after the folder's watermark, as mail that came while the resident was down does."""
+    raw = f"From: Ann <ann@bank.example>\r\nSubject: {subject}\r\n\r\nold\r\n".encode()
+    with imaplib.IMAP4("127.0.0.1", mail_servers.imap_port, timeout=10) as client:
+        client.login(USER, PASSWORD)
+        when = imaplib.Time2Internaldate(time.time() - hours_ago * 3600)
+        assert client.append(folder, "", when, raw)[0] == "OK"
+        client.logout()
+
+
+async def create_while_down(start: Any, folder: str, text: str) -> None:
+    """Make an email trigger on `folder` from a non-resident gateway (the resident is not running)."""
+    cli = await start(resident=False)
+    schedule = parse_schedule({"type": "email", "folder": folder})
+    await cli.gw.services["automations"].create(OWNER, CONSOLE, "late", schedule,
+                                                parse_action({"kind": "reminder", "text": text}))
+    await cli.gw.stop()
+
+
+async def test_a_trigger_made_while_down_does_not_fire_for_older_mail(start: Any, mail_drop: MailDrop, model: Any,
+                                                                     mail_servers: Any) -> None:
+    h = await start()
+    folder = mail_drop.new_folder()
+    await watching(h, folder, action={"kind": "reminder", "text": "1️⃣ {subject}"})
+    await h.gw.stop()
+    file_old(mail_servers, folder, "before the second")  # arrived while down, before the second trigger
+    await create_while_down(start, folder, "2️⃣ {subject}")
+    await mail_drop.asend(folder, subject="after the second")
+    h = await start()
+    out = await h.wait_for("2️⃣ after the second")
+    await h.gw.idle()
+    out += h.new_output()
+    assert "1️⃣ after the second" in out  # the folder's watermark held; the first trigger fires as before
+    assert "2️⃣ before the second" not in out
+
+
+async def test_mail_between_a_new_triggers_creation_and_its_first_look_fires(start: Any, mail_drop: MailDrop,
+                                                                            model: Any, mail_servers: Any) -> None:
+    folder = mail_drop.new_folder()
+    file_old(mail_servers, folder, "a day old", hours_ago=24)
+    file_old(mail_servers, folder, "an hour old")
+    await create_while_down(start, folder, "📧 {subject}")
+    await mail_drop.asend(folder, subject="after creation")  # before any resident looked at the folder
+    file_old(mail_servers, folder, "filed late, older")  # a higher UID, an INTERNALDATE before the trigger
+    h = await start()
+    out = await h.wait_for("📧 after creation")
+    await h.gw.idle()
+    out += h.new_output()
+    assert [line for line in out.splitlines() if "📧" in line] == ["📧 after creation"]
+    await mail_drop.asend(folder, subject="next")  # the folder is baselined past all of them
+    out = await h.wait_for("📧 next")
+    await h.gw.idle()
+    assert [line for line in (out + h.new_output()).splitlines() if "📧" in line] == ["📧 next"]
 
 
 async def test_a_trigger_of_a_user_without_email_access_is_not_watched(start: Any, mail_drop: MailDrop,

@@ -9,8 +9,12 @@ with backoff (1 s doubling to a minute), and every reconnect starts with a sweep
 
 A sweep compares the folder with its stored watermark (UIDVALIDITY + last UID handled):
 
-* no watermark, or a new UIDVALIDITY: the watermark becomes the folder's highest UID; nothing fires
-  (the folder is not replayed).
+* a new UIDVALIDITY: the watermark becomes the folder's highest UID; nothing fires (the folder is not
+  replayed).
+* no watermark (the folder's first look): the messages received (INTERNALDATE) since its oldest trigger
+  was made are handled as new ones, then the watermark becomes the folder's highest UID.
+* each message fires only the triggers made before it arrived: one made while the resident was down
+  does not fire for the folder's older mail that lands after the watermark.
 * UIDs after the watermark: the newest `catch_up` are fired, in order; the owners of the folder's
   triggers are told once how many older ones were left out. Each message is recorded and claimed per
   automation before it is delivered (`AutomationService.fire_event`), then the watermark moves past it,
@@ -24,6 +28,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from hashlib import sha256
 from typing import Any
 
@@ -32,7 +37,7 @@ from gateway.automations.mail_events import headers_of, mail_event, passes
 from store.claims import Claims
 from store.db import Store
 from store.leases import LEASE_S
-from store.records import AutomationRecord, Outbound
+from store.records import AutomationRecord, Outbound, parse_iso
 from store.triggers import TriggerEvent, TriggerEvents, automations_version
 from toolsets.schedule import parse_schedule
 from toolsets.schedule_triggers import EmailTrigger
@@ -134,26 +139,38 @@ class FolderWatcher:
         """Fire the triggers for what arrived after the watermark (see the module's docstring)."""
         account, folder = self.watched.account, self.watched.folder
         mark = await self._events.watermark(account, folder)
-        check = await watch.check(*(mark or (None, None)))
-        if mark is None or mark[0] != check.uidvalidity:
+        # A folder never looked at: what arrived since its oldest trigger was made fires (the resident may
+        # have been down, or slower than the mail); nothing older.
+        since = min((_created(rec) for rec, _ in self.watched.triggers), default=None) if mark is None else None
+        validity, last_uid = mark or (None, None)
+        check = await watch.check(validity, last_uid, since)
+        if mark is not None and mark[0] != check.uidvalidity:
             await self._events.set_watermark(account, folder, check.uidvalidity, check.highest)
             log.info("mail_watch_baseline lease=%s uidvalidity=%d highest=%d previous=%s", self.lease,
-                     check.uidvalidity, check.highest, mark[0] if mark else None)
+                     check.uidvalidity, check.highest, mark[0])
         elif check.new:
-            new = check.new
+            arrived = await watch.arrivals(check.new)
+            new = [uid for uid in check.new if since is None or arrived.get(uid, since) >= since]
             if len(new) > self._catch_up:
                 await self._tell_skipped(check.uidvalidity, new[:-self._catch_up])
                 new = new[-self._catch_up:]
-            raws = await watch.fetch(new)
+            raws = await watch.fetch(new) if new else {}
             for uid in new:
                 if uid in raws:
-                    await self._message(check.uidvalidity, uid, raws[uid])
+                    await self._message(check.uidvalidity, uid, raws[uid], arrived.get(uid))
                 await self._events.set_watermark(account, folder, check.uidvalidity, uid)
+        if mark is None:
+            await self._events.set_watermark(account, folder, check.uidvalidity, check.highest)
+            log.info("mail_watch_baseline lease=%s uidvalidity=%d highest=%d since=%s", self.lease,
+                     check.uidvalidity, check.highest, since)
         self.swept.set()
 
-    async def _message(self, uidvalidity: int, uid: int, raw: bytes) -> None:
+    async def _message(self, uidvalidity: int, uid: int, raw: bytes, arrived: datetime | None) -> None:
+        """Fire the folder's triggers whose filters pass and which existed when the message arrived (a
+        trigger made later, e.g. while the resident was down, does not fire for the mail before it)."""
         headers = headers_of(raw)
-        matching = [rec for rec, trigger in self.watched.triggers if passes(trigger, headers)]
+        matching = [rec for rec, trigger in self.watched.triggers
+                    if passes(trigger, headers) and (arrived is None or arrived >= _created(rec))]
         log.info("mail_watch_message lease=%s uid=%d triggers=%d matched=%d", self.lease, uid,
                  len(self.watched.triggers), len(matching))
         if matching:
@@ -169,6 +186,12 @@ class FolderWatcher:
         for key, origin in origins.items():
             await self._enqueue(Outbound(origin=origin, text=text),
                                 f"mail-skipped:{self.lease}:{uidvalidity}:{skipped[-1]}:{sha256(key.encode()).hexdigest()[:12]}")
+
+
+def _created(rec: AutomationRecord) -> datetime:
+    """When the trigger was made, to the second below: IMAP's INTERNALDATE has whole seconds, and mail in
+    the second the trigger was made counts as after it."""
+    return parse_iso(rec.created_at).replace(microsecond=0)
 
 
 class MailWatcher:
