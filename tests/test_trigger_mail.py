@@ -4,6 +4,7 @@ Gateway with the console surface; tests/test_trigger_mail_run.py drives `anyy ru
 
 from __future__ import annotations
 
+import asyncio
 import imaplib
 import time
 from collections.abc import Iterator
@@ -192,6 +193,27 @@ async def test_mail_between_a_new_triggers_creation_and_its_first_look_fires(sta
     out = await h.wait_for("📧 next")
     await h.gw.idle()
     assert [line for line in (out + h.new_output()).splitlines() if "📧" in line] == ["📧 next"]
+
+
+async def test_an_automation_turned_into_an_email_trigger_does_not_replay_the_folder(start: Any, mail_drop: MailDrop,
+                                                                                     model: Any) -> None:
+    folder = mail_drop.new_folder()
+    cli = await start(resident=False)
+    service = cli.gw.services["automations"]
+    rec = await service.create(OWNER, CONSOLE, "daily", parse_schedule({"type": "every", "mode": "interval",
+                                                                        "interval": "1d"}),
+                               parse_action({"kind": "reminder", "text": "📧 {subject}"}))
+    await mail_drop.asend(folder, subject="before the change")  # after its creation, before its change
+    start_second = int(time.time())
+    while int(time.time()) == start_second:  # INTERNALDATE has whole seconds: the change a second later
+        await asyncio.sleep(0.05)
+    await service.update(OWNER, rec.id, schedule=parse_schedule({"type": "email", "folder": folder}))
+    await cli.gw.stop()
+    await mail_drop.asend(folder, subject="after the change")
+    h = await start()
+    out = await h.wait_for("📧 after the change")
+    await h.gw.idle()
+    assert [line for line in (out + h.new_output()).splitlines() if "📧" in line] == ["📧 after the change"]
 
 
 async def test_a_trigger_of_a_user_without_email_access_is_not_watched(start: Any, mail_drop: MailDrop,

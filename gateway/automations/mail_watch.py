@@ -11,8 +11,8 @@ A sweep compares the folder with its stored watermark (UIDVALIDITY + last UID ha
 
 * a new UIDVALIDITY: the watermark becomes the folder's highest UID; nothing fires (the folder is not
   replayed).
-* no watermark (the folder's first look): the messages received (INTERNALDATE) since its oldest trigger
-  was made are handled as new ones, then the watermark becomes the folder's highest UID.
+* no watermark (the folder's first look): the messages received (INTERNALDATE) since its triggers were
+  made (last changed) are handled as new ones, then the watermark becomes the folder's highest UID.
 * each message fires only the triggers made before it arrived: one made while the resident was down
   does not fire for the folder's older mail that lands after the watermark.
 * UIDs after the watermark: the newest `catch_up` are fired, in order; the owners of the folder's
@@ -139,9 +139,11 @@ class FolderWatcher:
         """Fire the triggers for what arrived after the watermark (see the module's docstring)."""
         account, folder = self.watched.account, self.watched.folder
         mark = await self._events.watermark(account, folder)
-        # A folder never looked at: what arrived since its oldest trigger was made fires (the resident may
-        # have been down, or slower than the mail); nothing older.
-        since = min((_created(rec) for rec, _ in self.watched.triggers), default=None) if mark is None else None
+        # A folder never looked at: what arrived since its triggers were made fires (the resident may have
+        # been down, or slower than the mail); nothing older. Their last change counts: an automation
+        # turned into an email trigger on a new folder must not replay the mail since its creation.
+        since = min((_second(rec.updated_at) for rec, _ in self.watched.triggers), default=None) \
+            if mark is None else None
         validity, last_uid = mark or (None, None)
         check = await watch.check(validity, last_uid, since)
         if mark is not None and mark[0] != check.uidvalidity:
@@ -170,7 +172,7 @@ class FolderWatcher:
         trigger made later, e.g. while the resident was down, does not fire for the mail before it)."""
         headers = headers_of(raw)
         matching = [rec for rec, trigger in self.watched.triggers
-                    if passes(trigger, headers) and (arrived is None or arrived >= _created(rec))]
+                    if passes(trigger, headers) and (arrived is None or arrived >= _second(rec.created_at))]
         log.info("mail_watch_message lease=%s uid=%d triggers=%d matched=%d", self.lease, uid,
                  len(self.watched.triggers), len(matching))
         if matching:
@@ -188,10 +190,10 @@ class FolderWatcher:
                                 f"mail-skipped:{self.lease}:{uidvalidity}:{skipped[-1]}:{sha256(key.encode()).hexdigest()[:12]}")
 
 
-def _created(rec: AutomationRecord) -> datetime:
-    """When the trigger was made, to the second below: IMAP's INTERNALDATE has whole seconds, and mail in
-    the second the trigger was made counts as after it."""
-    return parse_iso(rec.created_at).replace(microsecond=0)
+def _second(stamp: str) -> datetime:
+    """A row's time to the second below: IMAP's INTERNALDATE has whole seconds, and mail in the second a
+    trigger was made counts as after it."""
+    return parse_iso(stamp).replace(microsecond=0)
 
 
 class MailWatcher:
