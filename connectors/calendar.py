@@ -38,6 +38,8 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+GETCTAG = "{http://calendarserver.org/ns/}getctag"  # what changes when a collection's content does
+SYNC_TOKEN = "{DAV:}sync-token"  # RFC 6578: the same, where getctag is not offered
 EXPAND_TIMEOUT_S = 5.0  # a backstop: the bounds in `connectors.recurrence` keep expansion far below it
 
 
@@ -128,6 +130,14 @@ class CalendarClient:
         zone = start.tzinfo
         events = sorted((e for x in expansions for e in x.events), key=lambda e: (instant(e.start, zone), e.summary))
         return Listing(events=events, notes=[n for x in expansions for n in x.notes])
+
+    async def change_tag(self, calendar: str | None = None) -> str:
+        """A token that changes whenever an event of `calendar` (default: all) changes: each collection's
+        getctag (the CalendarServer extension) or else its sync-token (RFC 6578); "" when one offers
+        neither (then only listing the events tells)."""
+        tags = [r.text(GETCTAG) or r.text(SYNC_TOKEN) for cal in await self._selected(calendar)
+                for r in await self._dav.propfind(cal.url, [GETCTAG, SYNC_TOKEN], 0)]
+        return "|".join(tags) if tags and all(tags) else ""
 
     async def get_event(self, uid: str, calendar: str | None = None) -> Event:
         """One event, with its ETag and source, by UID, searched in `calendar` (default: all)."""

@@ -110,6 +110,13 @@ class EmailClient:
                                     token=token)
         self._smtp_where = f"SMTP server {settings.smtp_host}:{settings.smtp_port}"
 
+    def watch_connection(self) -> ImapConnection:
+        """A new IMAP connection to this mailbox, signed in the same way, for a folder watch (an IDLE holds
+        its connection, so it cannot share the tools' one)."""
+        s = self.settings
+        return ImapConnection(host=s.imap_host, port=s.imap_port, security=s.imap_security, username=s.username,
+                              password=s.password, timeout=s.timeout_s, tls=self._tls, token=self._token)
+
     async def status(self) -> MailboxStatus:
         """Check both servers (login included) and count the INBOX's messages; reports a failure, and
         raises only `SignInNeeded` (an OAuth account that must be signed in again: one line says it all)."""

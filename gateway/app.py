@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import logging
 from typing import TYPE_CHECKING, Any
@@ -22,6 +23,7 @@ from gateway.llm import make_client
 from gateway.llm.types import ModelClient
 from gateway.outbox import OutboxService
 from gateway.services.availability import availability
+from gateway.services.budget import ALLOW_ACTION, run_allowance
 from gateway.services.factory import GatewayPorts, SurfaceStatus, build_services
 from gateway.services.media import run_retention, sweep_expired
 from gateway.surfaces.base import Surface
@@ -36,10 +38,13 @@ from store.db import Store
 from store.journal import ToolJournal
 from store.records import ApprovalRecord, AutomationRecord, Inbound, Origin, parse_iso
 from store.sessions import session_id_for
+from store.triggers import TriggerEvent, slot_time
 from toolsets.base import Tool, Toolset
 from toolsets.registry import TOOLSETS
+from toolsets.untrusted import new_boundary, wrap
 
 if TYPE_CHECKING:
+    from gateway.automations.triggers import TriggerSources
     from gateway.services.mcp import McpTools
 
 log = logging.getLogger(__name__)
@@ -83,6 +88,7 @@ class Gateway:
         self.started: dict[str, str] = {}  # surface name -> "up" | "down: <why>"
         self._background: list[asyncio.Task[None]] = []
         self._pull_leases: list[PullLease] = []
+        self.triggers: TriggerSources | None = None  # while resident: the mail watcher, the calendar planner
         self._stopped = False
         self._recent_choices: dict[str, float] = {}  # clarify presses, for the double-tap debounce
 
@@ -129,6 +135,9 @@ class Gateway:
             scheduler = self.services.get("automations")
             if scheduler is not None:
                 await scheduler.start()
+                from gateway.automations.triggers import TriggerSources
+                self.triggers = TriggerSources(self.store, self.services, self.outbox.enqueue, self.access)
+                await self.triggers.start()
         self._background.append(asyncio.create_task(self._keep_leases(), name="leases"))
         for surface in self.surfaces:
             await self._start_surface(surface)
@@ -175,6 +184,8 @@ class Gateway:
         self._stopped = True
         self.runtime.accepting = False
         scheduler = self.services.get("automations")
+        if self.triggers is not None:
+            await self.triggers.stop()
         if scheduler is not None and self.resident:
             await scheduler.shutdown()
         # Quick, whatever the backlog (a service manager kills a slow stop): queued turns do not start
@@ -232,11 +243,15 @@ class Gateway:
                 return
 
     async def idle(self) -> None:
-        """Wait until no turn, approval execution or deliverable message is outstanding."""
+        """Wait until no turn, approval execution, automation delivery (clock, trigger or webhook firing)
+        or deliverable message is outstanding."""
+        automations = self.services.get("automations")  # there from start on
         while True:
             await self._settle()
+            if automations is not None:
+                await automations.runs.wait()  # its prompt turns may start approvals: settle again
             await self.outbox.wait_idle()
-            if self.runtime.idle and self.approvals.idle:
+            if self.runtime.idle and self.approvals.idle and (automations is None or automations.runs.idle):
                 return
 
     # -- GatewayPort ------------------------------------------------------------------------------
@@ -279,6 +294,11 @@ class Gateway:
             await self.receive(Inbound(surface=surface, chat_id=origin.chat_id, thread_id=origin.thread_id,
                                        user_id=user_id, text=value, is_group=is_group))
             return f"You chose: {value}"
+        if action == ALLOW_ACTION and "budget" in self.services:
+            if await self.access.role_of(user_key) != "owner":  # a guest's press changes nothing
+                log.info("press_refused surface=%s action=%s reason=not_owner", surface, action)
+                return "Only an owner can raise the budget; nothing changed."
+            return str(await self.services["budget"].allow_today(value, user_key))
         return "Unknown button."
 
     async def _asked(self, session_id: str, option: str) -> bool:
@@ -300,15 +320,24 @@ class Gateway:
             return False
         return False
 
-    async def run_prompt(self, rec: AutomationRecord, slot: str) -> str:
+    async def run_prompt(self, rec: AutomationRecord, slot: str, event: TriggerEvent | None = None) -> str:
         """A prompt automation's model turn for its scheduled `slot`, in its own session without the
         automation toolset (so automations cannot multiply themselves). The turn id is derived from
-        (automation, slot): a run re-delivered after a crash continues its own turn instead of repeating it."""
+        (automation, slot): a run re-delivered after a crash continues its own turn instead of repeating it.
+        A trigger's `event` follows the prompt as outside content, and the turn counts as having read it."""
+        skipped, per_run = await run_allowance(self.services.get("budget"), self.access, rec.user_key, rec.name)
+        if skipped is not None:
+            return skipped
         session = await self.runtime.sessions.get_or_create(f"automation:{rec.id}", rec.origin, rec.user_key,
                                                             kind="automation")
-        turn_id = f"auto-{rec.id}-{parse_iso(slot).strftime('%Y%m%dT%H%M%S%f')}"
-        text = await self.runtime.model_turn(session, turn_id, user_text=rec.action.get("prompt", ""),
-                                             exclude={"automation"})
+        turn_id = f"auto-{rec.id}-{parse_iso(slot_time(slot)).strftime('%Y%m%dT%H%M%S%f')}"
+        prompt, tainted = rec.action.get("prompt", ""), []
+        if event is not None:
+            turn_id += "-" + hashlib.sha256(event.key.encode()).hexdigest()[:12]
+            prompt = f"{prompt}\n\n{wrap(event.source, event.text, new_boundary())}"
+            tainted = [event.source]
+        text = await self.runtime.model_turn(session, turn_id, user_text=prompt, exclude={"automation"},
+                                             tainted_by=tainted, max_tokens=per_run)
         return text or ""
 
     # -- approvals plumbing -----------------------------------------------------------------------

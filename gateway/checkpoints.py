@@ -12,7 +12,8 @@ Steps: `model.before_call`, `tool.ran` (a direct tool returned, its result not s
 `approval.held` (the approval and its prompt stored, the tool result not yet), `approval.claimed` (an
 approved call claimed for execution, its effect not started), `approval.ran` (its effect done, the
 outcome not recorded yet), `outbox.before_send` (a row handed to its chat's lane, its send not begun),
-`account.before_refresh` (an account's refresh claimed and its row read, the token endpoint not asked).
+`account.before_refresh` (an account's refresh claimed and its row read, the token endpoint not asked),
+`trigger.claimed` (a trigger's event recorded and its run claimed, nothing delivered yet).
 """
 
 from __future__ import annotations

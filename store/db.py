@@ -28,7 +28,7 @@ T = TypeVar("T")
 # The number of migrations in `store.migrations`, which a migrated SQLite file records as its
 # `user_version`: a file already at it opens without loading the migrations (and sqlite-utils with them).
 # Adding a migration adds one here (tests/test_startup_imports.py checks it).
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 16
 
 
 class StoreError(Exception):

@@ -7,7 +7,7 @@ import sqlite3
 from sqlite_utils import Database
 from sqlite_utils.migrations import Migrations
 
-from store import accounts, search_index
+from store import accounts, budget, search_index, trigger_schema, webhooks
 
 MIGRATIONS = Migrations("anyy")
 
@@ -182,8 +182,7 @@ def m001_core(db: Database) -> None:
 
 @MIGRATIONS()
 def m002_fts_conversation_only(db: Database) -> None:
-    """Index only what people wrote and read (user and assistant text), not tool results: search never
-    returned them, and a large tool result cost a trigram index entry per character on every insert."""
+    """Index only user and assistant text (search never returned tool results; each cost trigrams per char)."""
     db.executescript(
         """
         DROP TRIGGER messages_ai;
@@ -236,8 +235,7 @@ def m003_subagent_jobs(db: Database) -> None:
 
 @MIGRATIONS()
 def m003_host_tools(db: Database) -> None:
-    """What the file and terminal toolsets remember: which file versions a session has read (a write
-    must not overwrite what it has not seen), and the background processes Anyy started."""
+    """What file and terminal toolsets remember: file versions a session read, background processes started."""
     db.executescript(
         """
         CREATE TABLE file_reads (
@@ -369,10 +367,9 @@ def m014_outbox_sending(db: Database) -> None:
 
 @MIGRATIONS()
 def m015_claims(db: Database) -> None:
-    """Owners and leases for several residents on one database (docs/scale.md): outbox rows, automation
-    runs and subagent jobs are owned by the process doing them; `processes` names the process that
-    supervises each one; `leases` holds named leases (a session lane, a polling surface). The same
-    columns are in the PostgreSQL baseline (store/pg_schema.py)."""
+    """Owners and leases for several residents on one database (docs/scale.md): outbox rows, automation runs
+    and subagent jobs are owned by the process doing them, `processes` names each one's supervisor, `leases`
+    holds named leases (a session lane, a polling surface); the PostgreSQL baseline has the same columns."""
     db.executescript(
         """
         ALTER TABLE outbox ADD COLUMN owner TEXT;
@@ -392,6 +389,9 @@ def m015_claims(db: Database) -> None:
 
 MIGRATIONS()(search_index.m016_deferred_search_index)
 MIGRATIONS()(accounts.m017_accounts)
+MIGRATIONS()(trigger_schema.m018_triggers)
+MIGRATIONS()(webhooks.m019_webhooks)
+MIGRATIONS()(budget.m020_budget)
 
 
 def migrate(conn: sqlite3.Connection) -> None:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from store import accounts
+from store import accounts, budget, trigger_schema, webhooks
 from store.sql import advisory_key
 
 log = logging.getLogger(__name__)
@@ -149,6 +149,9 @@ def _baseline(db: Any) -> None:
 PG_MIGRATIONS: list[tuple[str, Callable[[Any], None]]] = [
     ("pg001_baseline", _baseline),
     ("pg002_accounts", accounts.m017_accounts),  # the same DDL on both engines
+    ("pg003_triggers", trigger_schema.m018_triggers),  # the same DDL on both engines
+    ("pg004_webhooks", webhooks.m019_webhooks),  # the same DDL on both engines
+    ("pg005_budget", budget.m020_budget),  # the same DDL on both engines
 ]
 
 

@@ -41,9 +41,9 @@ def alice(store, service) -> RecordingContext:
 
 def test_the_toolset_is_registered_with_the_documented_policies():
     assert toolset("automation") is TOOLSET
-    assert list(TOOLS) == ["automation_list", "automation_create", "automation_update", "automation_delete",
-                           "automation_run", "automation_history"]
-    for name in ("automation_create", "automation_update", "automation_delete"):
+    assert list(TOOLS) == ["automation_list", "automation_create", "automation_update", "automation_briefing",
+                           "automation_delete", "automation_run", "automation_history"]
+    for name in ("automation_create", "automation_update", "automation_briefing", "automation_delete"):
         assert TOOLS[name].descriptor.execution is ExecutionPolicy.AUDIT
         assert TOOLS[name].descriptor.risk is Risk.RUNTIME_LOW
     assert TOOLS["automation_list"].descriptor.risk is Risk.READ

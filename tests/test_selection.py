@@ -45,6 +45,15 @@ def test_keywords_in_english_and_chinese(text, names):
     assert pick(text).names == names
 
 
+@pytest.mark.parametrize("text", ["tell me when CI posts", "when the bank writes, tell me",
+                                  "ten minutes before each meeting send me the agenda",
+                                  "every morning at 7:30 give me a briefing",
+                                  "let me know whenever my landlord emails"])
+def test_trigger_requests_load_the_automation_toolset_by_keyword(text):
+    """An event trigger (issue 41) is made with automation_create: the request must load it."""
+    assert pick(text, available=TOOLSETS).reasons.get("automation", "").startswith("keyword")
+
+
 @pytest.mark.parametrize(("text", "names"), [
     ("schedule a call with Ben on Friday at 3", ["calendar"]),  # a clock time alone is no reminder
     ("nudge me at 4 to leave for the airport", ["automation"]),

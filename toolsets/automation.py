@@ -14,7 +14,9 @@ from zoneinfo import ZoneInfo
 from pydantic import BaseModel, model_validator
 
 from store.records import AutomationRecord, AutomationRun, Origin, parse_iso
+from store.triggers import slot_time
 from toolsets.base import ExecutionPolicy, Risk, Tool, ToolContext, ToolError, Toolset
+from toolsets.briefing import configured_parts, set_briefing
 from toolsets.limits import Name
 from toolsets.schedule import (
     LEGACY_FIELDS,
@@ -26,6 +28,7 @@ from toolsets.schedule import (
     legacy_error,
     parse_schedule,
 )
+from toolsets.webhook_secret import hand_out_secret
 
 TOOLSET = Toolset(
     "automation",
@@ -48,6 +51,15 @@ TOOLSET = Toolset(
         r"\bin\s{1,3}(?:an?|one|two|\d{1,4})\s{1,3}(?:hours?|hrs?|minutes?|mins?)\b", r"\bwake\s{1,3}me\b",
         r"\b(?:morning|evening|daily|weekly|monthly|hourly) (?:\w{1,20} )?(?:briefing|summary|digest|report|reminder"
         r"|recap|update|check)s?\b",
+        # Event triggers (issue 41): "tell me when CI posts", "when the bank writes, tell me", "ten minutes
+        # before each meeting", "a briefing".
+        r"\b(?:tell|notify|ping|alert|warn|text|message|let) me\b[^.?!\n]{0,15}?\b(?:when|whenever|as soon as|once)\b"
+        r"[^.?!\n]{1,40}?\b(?:writes?|e-?mails?|posts?|sends?|messages?|arrives?|fails?|breaks?|comes? in|replies)\b",
+        r"\b(?:when|whenever|as soon as)\b[^.?!\n]{1,40}?\b(?:writes?|e-?mails?|posts?|sends?|messages?|arrives?"
+        r"|fails?|breaks?|comes? in|replies)\b[,;:\s]{1,3}(?:tell|notify|ping|alert|warn|text|message|let) me\b",
+        r"\b(?:\d{1,3}|an?|one|two|five|ten|fifteen|twenty|thirty|half an) ?(?:m|min|mins|minutes?|hours?)\s{1,3}"
+        r"before\s{1,3}(?:each|every|any|all|my)\b",
+        r"\bbriefings?\b",
         r"提醒", r"每天", r"每周", r"每月", r"每小时", r"定时", r"闹钟", r"分钟后", r"小时后", r"点.{0,2}叫我",
         r"自动化",
     ),
@@ -103,6 +115,21 @@ def _rejects_legacy(tool: Tool) -> Tool:
     return tool
 
 
+def _served(ctx: ToolContext, schedule: ScheduleModel) -> None:
+    """A trigger on mail or a calendar must name an account that serves it (a ToolError listing the
+    accounts otherwise), so a typo fails now rather than never firing."""
+    service = {"email": "email", "before_event": "calendar"}.get(schedule.type)
+    if service is None:
+        return
+    accounts = ctx.service(service)
+    if accounts is None:
+        raise ToolError(f"no {'mailbox' if service == 'email' else 'calendar'} is configured, so this trigger "
+                        "could never fire")
+    known = getattr(accounts, "known", None)
+    if known is not None:
+        known(getattr(schedule, "account", None))
+
+
 async def _guard(call: Any) -> Any:
     try:
         return await call
@@ -119,15 +146,17 @@ async def automation_list(ctx: ToolContext) -> list[dict[str, Any]]:
 @_rejects_legacy
 @TOOLSET.tool(risk=Risk.RUNTIME_LOW, execution=ExecutionPolicy.AUDIT, steering=True)
 async def automation_create(ctx: ToolContext, name: Name, schedule: ScheduleSpec, action: ActionSpec) -> dict[str, Any]:
-    """Create a reminder or a scheduled automation that delivers to the current chat.
+    """Create a reminder, a scheduled automation, or a trigger (each new email, before each calendar event,
+    each webhook call) that delivers to the current chat.
 
     Args:
         name: a short label, e.g. "call mum".
         schedule: when it fires; times are local wall-clock times.
         action: what it does.
     """
+    _served(ctx, schedule.root)
     rec = await _guard(_service(ctx).create(ctx.user_key, ctx.origin, name, schedule.root, action.root))
-    return _view(rec, ctx.tz)
+    return await hand_out_secret(ctx, rec, _view(rec, ctx.tz))
 
 
 @_rejects_legacy
@@ -143,10 +172,24 @@ async def automation_update(ctx: ToolContext, id: str, name: Name | None = None,
         action: a new action.
         enabled: false pauses it, true resumes it.
     """
+    if schedule is not None:
+        _served(ctx, schedule.root)
     rec = await _guard(_service(ctx).update(
         ctx.user_key, id, name=name, schedule=schedule.root if schedule else None,
         action=action.root if action else None, enabled=enabled))
-    return _view(rec, ctx.tz)
+    return await hand_out_secret(ctx, rec, _view(rec, ctx.tz))
+
+
+@TOOLSET.tool(risk=Risk.RUNTIME_LOW, execution=ExecutionPolicy.AUDIT)
+async def automation_briefing(ctx: ToolContext, at: str) -> str:
+    """Set, move or turn off the user's daily morning briefing: today's events, important unread mail and due
+    tasks, from the tools that are configured. Setting it again moves it; there is one per user.
+
+    Args:
+        at: the local time of day, e.g. "7:30", or "off" to remove it.
+    """
+    configured = configured_parts([n for n in ("calendar", "email") if ctx.service(n) is not None])
+    return str(await _guard(set_briefing(_service(ctx), ctx.user_key, ctx.origin, at, configured)))
 
 
 @TOOLSET.tool(risk=Risk.RUNTIME_LOW, execution=ExecutionPolicy.AUDIT)
@@ -180,6 +223,6 @@ async def automation_history(ctx: ToolContext, id: str, limit: int = 10) -> list
         limit: how many runs, 1 to 50.
     """
     runs = await _guard(_service(ctx).history(ctx.user_key, id, max(1, min(limit, 50))))
-    return [{"scheduled_for": _local(r.scheduled_for, ctx.tz), "status": r.status, "late": r.late,
+    return [{"scheduled_for": _local(slot_time(r.scheduled_for), ctx.tz), "status": r.status, "late": r.late,
              "output": r.output} for r in runs]
 

@@ -18,7 +18,7 @@ import re
 from datetime import UTC, datetime, timedelta
 from functools import cache
 from typing import Annotated, Any, Literal
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo
 
 from pydantic import (
     BaseModel,
@@ -33,13 +33,26 @@ from pydantic import (
 )
 
 from toolsets.cron import parse_cron
+from toolsets.schedule_base import AutomationError, ScheduleBase, ScheduleError, zone_named
+from toolsets.schedule_triggers import (
+    DEFAULT_LINES,
+    TRIGGER_TYPES,
+    BeforeEvent,
+    EmailTrigger,
+    TriggerModel,
+    WebhookTrigger,
+    describe_trigger,
+)
+
+__all__ = ["AutomationError", "ScheduleError", "zone_named"]  # re-exported: callers import them from here
 
 LEGACY_FIELDS = ("when", "every", "cron", "recurring")
 CANONICAL_FORMS = (
     'use a schedule object: {"type": "once", "at": "2026-12-01T09:00:00"}, '
     '{"type": "every", "mode": "interval", "interval": "30m"} or '
     '{"type": "every", "mode": "cron", "cron": "0 9 * * 1-5"}, each with an optional "timezone" '
-    '(an IANA name such as "Europe/Berlin")'
+    '(an IANA name such as "Europe/Berlin"); or a trigger: {"type": "email", "folder": "INBOX", '
+    '"from": ["*@bank.example"]}, {"type": "before_event", "minutes": 10} or {"type": "webhook", "name": "ci"}'
 )
 # How far ahead a one-shot schedule (a reminder, `/remind`) may be: further is refused by name, before
 # any date arithmetic near year 9999 could overflow.
@@ -50,14 +63,6 @@ MIN_INTERVAL = timedelta(seconds=1)
 MAX_INTERVAL = timedelta(days=366)
 _DURATION = re.compile(r"(\d+)\s*([wdhms])", re.IGNORECASE)
 _UNITS = {"w": "weeks", "d": "days", "h": "hours", "m": "minutes", "s": "seconds"}
-
-
-class AutomationError(Exception):
-    """A request about automations that is refused, phrased for the user (unknown id, time past)."""
-
-
-class ScheduleError(AutomationError, ValueError):
-    """A schedule that cannot be used: bad syntax, unknown zone, impossible interval."""
 
 
 def legacy_error(fields: list[str]) -> ScheduleError:
@@ -74,14 +79,6 @@ def parse_duration(text: str) -> timedelta:
         return sum((timedelta(**{_UNITS[u.lower()]: int(n)}) for n, u in _DURATION.findall(compact)), timedelta())
     except OverflowError:
         raise ScheduleError(f"the duration {text!r} is too long") from None
-
-
-def zone_named(name: str) -> ZoneInfo:
-    """The IANA zone `name`; raises ScheduleError for an unknown one."""
-    try:
-        return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise ScheduleError(f"unknown time zone {name!r} (use an IANA name such as 'Europe/Berlin')") from None
 
 
 def resolve_local(wall: datetime, tz: ZoneInfo) -> datetime:
@@ -108,33 +105,7 @@ def resolve_local(wall: datetime, tz: ZoneInfo) -> datetime:
     return hi
 
 
-class _Schedule(BaseModel):
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-
-    timezone: str | None = Field(default=None,
-                                 description="IANA time zone, e.g. Europe/Berlin; default: the owner's zone")
-
-    @field_validator("timezone")
-    @classmethod
-    def _known_zone(cls, v: str | None) -> str | None:
-        return zone_named(v).key if v is not None else None
-
-    def zone(self, default: ZoneInfo) -> ZoneInfo:
-        return ZoneInfo(self.timezone) if self.timezone else default
-
-    @property
-    def recurring(self) -> bool:
-        return True
-
-    def next_fire(self, after: datetime, anchor: datetime | None, default_tz: ZoneInfo) -> datetime | None:
-        """The first firing strictly after aware `after` (UTC), or None when there is none.
-
-        `anchor` is a known earlier or planned firing; interval schedules keep its phase.
-        """
-        raise NotImplementedError
-
-
-class Once(_Schedule):
+class Once(ScheduleBase):
     """Fire once at a local wall-clock time (or at an exact instant when `at` carries an offset)."""
 
     type: Literal["once"]
@@ -154,7 +125,7 @@ class Once(_Schedule):
         return at if at > after else None
 
 
-class Interval(_Schedule):
+class Interval(ScheduleBase):
     """Fire every fixed stretch of elapsed time (30m, 2h, 1d), whatever the wall clock does."""
 
     type: Literal["every"]
@@ -180,7 +151,7 @@ class Interval(_Schedule):
         return anchor + ((after - anchor) // self.length + 1) * self.length
 
 
-class Cron(_Schedule):
+class Cron(ScheduleBase):
     """Fire on a five-field crontab (minute hour day-of-month month day-of-week) in local time."""
 
     type: Literal["every"]
@@ -217,7 +188,7 @@ def _reject_legacy(data: Any) -> Any:
     legacy = [f for f in LEGACY_FIELDS if f in data and not (f == "cron" and data.get("mode") == "cron")]
     if legacy:
         raise legacy_error(legacy)
-    if data.get("type") not in ("once", "every"):
+    if data.get("type") not in ("once", "every", *TRIGGER_TYPES):
         raise ScheduleError(f"unknown schedule type {data.get('type')!r}; {CANONICAL_FORMS}")
     if data["type"] == "every" and data.get("mode") not in ("interval", "cron"):
         raise ScheduleError(f"an 'every' schedule needs mode 'interval' or 'cron'; {CANONICAL_FORMS}")
@@ -225,23 +196,24 @@ def _reject_legacy(data: Any) -> Any:
 
 
 Schedule = Annotated[
-    Once | Annotated[Interval | Cron, Field(discriminator="mode")],
+    Once | Annotated[Interval | Cron, Field(discriminator="mode")] | EmailTrigger | BeforeEvent | WebhookTrigger,
     Field(discriminator="type"),
     BeforeValidator(_reject_legacy),
 ]
-"""A schedule object: `Once`, `Interval` or `Cron`."""
+"""A schedule object: `Once`, `Interval`, `Cron`, or a trigger (`toolsets.schedule_triggers`)."""
 
-ScheduleModel = Once | Interval | Cron
+ScheduleModel = Once | Interval | Cron | TriggerModel
 
 _Text = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=4000)]
 
 
 class Reminder(BaseModel):
-    """Deliver `text` as it is, without a model call."""
+    """Deliver `text` as it is, without a model call. On a trigger, `text` is a template filled from the
+    event (``{from}``, ``{subject}``, ``{title}``, ``{time}``, ``{location}``, ...) and may be left out."""
 
     model_config = ConfigDict(extra="forbid", defer_build=True)
     kind: Literal["reminder"]
-    text: _Text
+    text: _Text | None = None
 
 
 class Prompt(BaseModel):
@@ -266,16 +238,27 @@ _SCHEDULE_SCHEMA = {
     "description": 'One of {"type": "once", "at": "2026-12-01T09:00:00"}, '
                    '{"type": "every", "mode": "interval", "interval": "30m"} (units w d h m s), '
                    '{"type": "every", "mode": "cron", "cron": "0 9 * * 1-5"} (crontab, local time); '
-                   'optional "timezone": IANA name, default the user\'s zone.',
-    "properties": {"type": {"enum": ["once", "every"]}, "mode": {"enum": ["interval", "cron"]},
+                   'optional "timezone": IANA name, default the user\'s zone. Triggers fire on events: '
+                   '{"type": "email", "account": "personal", "folder": "INBOX", "from": ["*@bank.example"], '
+                   '"subject": "statement", "verified_sender": true} for each new matching message (every '
+                   'filter optional); {"type": "before_event", "minutes": 10, "account": "work", '
+                   '"calendar": "Work"} before each calendar event ("all_day": true includes all-day ones); '
+                   '{"type": "webhook", "name": "ci"} for each authenticated POST to /hooks/ci.',
+    "properties": {"type": {"enum": ["once", "every", *TRIGGER_TYPES]}, "mode": {"enum": ["interval", "cron"]},
                    "at": {"type": "string"}, "interval": {"type": "string"}, "cron": {"type": "string"},
-                   "timezone": {"type": "string"}},
+                   "timezone": {"type": "string"}, "account": {"type": "string"}, "folder": {"type": "string"},
+                   "from": {"type": "array", "items": {"type": "string"}}, "subject": {"type": "string"},
+                   "verified_sender": {"type": "boolean"}, "minutes": {"type": "integer"},
+                   "calendar": {"type": "string"}, "all_day": {"type": "boolean"}, "name": {"type": "string"}},
     "required": ["type"],
 }
 _ACTION_SCHEMA = {
     "type": "object",
     "description": '{"kind": "reminder", "text": "..."} sends the text as it is; '
-                   '{"kind": "prompt", "prompt": "..."} runs the prompt as a model turn and sends the reply.',
+                   '{"kind": "prompt", "prompt": "..."} runs the prompt as a model turn and sends the reply. '
+                   'On a trigger, {"kind": "reminder"} sends a line from the event (e.g. "📧 {from}: {subject}", '
+                   '"📅 {title} at {time} in {location}") with no model call; the text may set that template. '
+                   'A prompt on a trigger sees the event as outside content.',
     "properties": {"kind": {"enum": ["reminder", "prompt"]}, "text": {"type": "string"}, "prompt": {"type": "string"}},
     "required": ["kind"],
 }
@@ -313,8 +296,22 @@ def parse_action(data: Any) -> ActionModel:
     return _action_adapter().validate_python(data)
 
 
+def check_pair(schedule: ScheduleModel, action: ActionModel) -> None:
+    """Refuse an action that cannot go with the schedule: a reminder without text needs a trigger."""
+    if isinstance(action, Reminder) and action.text is None and not schedule.event_driven:
+        raise ScheduleError('a reminder needs its "text" (only a trigger\'s reminder has a default line)')
+
+
+def reminder_template(schedule: ScheduleModel, action: Reminder) -> str:
+    """The line a trigger's reminder fills from each event."""
+    return action.text or DEFAULT_LINES.get(schedule.type, "{summary}")
+
+
 def describe(schedule: ScheduleModel, default_tz: ZoneInfo) -> str:
-    """A short human description: "once", "every 30m", "cron 0 9 * * 1-5 (Europe/Berlin)"."""
+    """A short human description: "once", "every 30m", "cron 0 9 * * 1-5 (Europe/Berlin)",
+    "email INBOX from *@bank.example", "10 min before events", "webhook /hooks/ci"."""
+    if isinstance(schedule, EmailTrigger | BeforeEvent | WebhookTrigger):
+        return describe_trigger(schedule)
     if isinstance(schedule, Once):
         return "once"
     if isinstance(schedule, Interval):

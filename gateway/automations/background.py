@@ -34,3 +34,11 @@ class Background:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def stop(self, timeout_s: float) -> None:
+        """Wait up to `timeout_s` for the running tasks, then cancel the rest and wait for them to end."""
+        if self._tasks:
+            _, pending = await asyncio.wait(set(self._tasks), timeout=timeout_s)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)

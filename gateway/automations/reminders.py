@@ -43,7 +43,8 @@ async def remind_command(service: AutomationService, user_key: str, origin: Orig
 async def reminders_command(service: AutomationService, user_key: str) -> str:
     """/reminders: the user's active and paused reminders and automations, soonest first."""
     now = service.now()
-    rows = [r for r in await service.list(user_key) if r.next_run_at or not r.enabled]
+    rows = [r for r in await service.list(user_key)
+            if r.next_run_at or not r.enabled or parse_schedule(r.schedule).event_driven]
     if not rows:
         return "No reminders. Set one with /remind 10m stretch."
     lines = ["Your reminders (cancel one with /cancel <id>):"]
@@ -69,5 +70,5 @@ def _next_label(rec: AutomationRecord, default_tz: ZoneInfo, now: datetime) -> s
     if not rec.enabled:
         return "paused"
     if rec.next_run_at is None:
-        return "done"
+        return "on each event" if parse_schedule(rec.schedule).event_driven else "done"
     return when_label(parse_iso(rec.next_run_at), parse_schedule(rec.schedule).zone(default_tz), now)

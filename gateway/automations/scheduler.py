@@ -22,21 +22,23 @@ Policies (docs/automations.md states them for users):
 from __future__ import annotations
 
 import asyncio
-import base64
 import builtins
 import inspect
 import logging
-import secrets
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from gateway.automations.background import Background
+from gateway.automations.event_message import RunPrompt, event_message
 from gateway.automations.jobs import DateJobs
+from gateway.automations.naming import clean_name, new_automation_id
+from gateway.checkpoints import reached
 from store.automations import Automations
 from store.db import Store
 from store.records import AutomationRecord, AutomationRun, Origin, Outbound, iso, parse_iso, utcnow
-from toolsets.limits import NAME_CHARS
+from store.triggers import TriggerEvent, TriggerEvents, event_slot, slot_event_key
 from toolsets.schedule import (
     HORIZON,
     PAST_HORIZON,
@@ -45,6 +47,7 @@ from toolsets.schedule import (
     Once,
     Reminder,
     ScheduleModel,
+    check_pair,
     parse_action,
     parse_schedule,
     when_label,
@@ -53,18 +56,12 @@ from toolsets.schedule import (
 log = logging.getLogger(__name__)
 
 Enqueue = Callable[[Outbound, str], Awaitable[int]]
-RunPrompt = Callable[[AutomationRecord, str], Awaitable[str]]  # (automation, scheduled slot) -> reply
 Clock = Callable[[], datetime]
 MayRun = Callable[[str], Awaitable[bool]]  # user key -> whether that user still has access
 
 # Re-read rows changed a little before the last sync: another process stamps `updated_at` before its
 # write commits, so a change can become visible with a slightly older stamp.
 SYNC_OVERLAP = timedelta(seconds=5)
-
-
-def new_automation_id() -> str:
-    """Eight lowercase base32 characters: short enough to type in /cancel, 40 random bits."""
-    return base64.b32encode(secrets.token_bytes(5)).decode().lower()
 
 
 class AutomationService:
@@ -90,6 +87,7 @@ class AutomationService:
                  retry_delays: Sequence[float] = (1.0, 5.0, 30.0), sync_interval_s: float = 30.0,
                  may_run: MayRun | None = None) -> None:
         self.repo = Automations(store)
+        self.events = TriggerEvents(store)
         self._may_run = may_run
         self.tz = tz
         self._enqueue = enqueue
@@ -104,7 +102,8 @@ class AutomationService:
         self._synced_at = utcnow()
         # Serializes "read row, write row, place job" so a firing and an edit never interleave.
         self._lock = asyncio.Lock()
-        self._tasks: set[asyncio.Task[None]] = set()
+        # Deliveries under way: `Gateway.idle` waits for them, as a caller believing all is delivered must.
+        self.runs = Background()
 
     @property
     def running(self) -> bool:
@@ -134,7 +133,7 @@ class AutomationService:
             for run in interrupted:
                 row = await self.repo.get(run.automation_id)
                 if row is not None:
-                    self._spawn(self._execute(row, run.id, run.scheduled_for, run.late))
+                    self.runs.spawn(self._execute(row, run.id, run.scheduled_for, run.late))
         missed = sum(parse_iso(slot) < self._started_at for _, slot in slots)
         log.info("automations started scheduled=%d missed=%d interrupted=%d", len(slots), missed, len(interrupted))
 
@@ -148,11 +147,7 @@ class AutomationService:
         if sync is not None:
             sync.cancel()
             await asyncio.gather(sync, return_exceptions=True)
-        if self._tasks:
-            _, pending = await asyncio.wait(set(self._tasks), timeout=timeout_s)
-            for task in pending:
-                task.cancel()
-            await asyncio.gather(*pending, return_exceptions=True)
+        await self.runs.stop(timeout_s)
         log.info("automations stopped")
 
     # -- the owner's operations --------------------------------------------------------------------
@@ -162,11 +157,12 @@ class AutomationService:
         """Store a new automation delivering to `origin` and schedule its first run."""
         now = self._clock()
         schedule = self._pinned(schedule)
+        check_pair(schedule, action)
         first = self._first_run(schedule, now)
         rec = AutomationRecord(
-            id=new_automation_id(), user_key=user_key, origin=origin, name=_name(name),
+            id=new_automation_id(), user_key=user_key, origin=origin, name=clean_name(name),
             schedule=schedule.model_dump(mode="json"), action=action.model_dump(mode="json"),
-            created_at=iso(now), updated_at=iso(now), next_run_at=iso(first))
+            created_at=iso(now), updated_at=iso(now), next_run_at=iso(first) if first else None)
         async with self._lock:
             await self.repo.create(rec, actor=user_key)
             self._place(rec.id, rec.next_run_at)
@@ -181,11 +177,12 @@ class AutomationService:
         owner's dashboard pausing a guest's automation."""
         fields: dict[str, Any] = {}
         if name is not None:
-            fields["name"] = _name(name)
+            fields["name"] = clean_name(name)
         if action is not None:
             fields["action"] = action.model_dump(mode="json")
         async with self._lock:
             row = await self._owned(user_key, automation_id)
+            check_pair(schedule or parse_schedule(row.schedule), action or parse_action(row.action))
             if schedule is not None:
                 schedule = self._pinned(schedule)
                 fields["schedule"] = schedule.model_dump(mode="json")
@@ -196,7 +193,8 @@ class AutomationService:
                 fields["next_run_at"] = None
             elif schedule is not None or not row.enabled:
                 plan = schedule or parse_schedule(row.schedule)
-                fields["next_run_at"] = iso(self._first_run(plan, self._clock()))
+                first = self._first_run(plan, self._clock())
+                fields["next_run_at"] = iso(first) if first else None
             if not fields:
                 raise AutomationError("nothing to change: give a name, schedule, action or enabled")
             rec = await self.repo.update(automation_id, actor or user_key, **fields)
@@ -247,6 +245,22 @@ class AutomationService:
 
     # -- firing ------------------------------------------------------------------------------------
 
+    async def fire_event(self, automation_id: str, event: TriggerEvent) -> bool:
+        """Record `event` and fire the automation for it once: claim the run under the event's slot (as a
+        clock firing claims its slot), deliver in the background. False when it fired for the event before,
+        is gone or paused, or this service does not fire (admin mode)."""
+        stored = await self.events.record(event)
+        async with self._lock:
+            row = await self.repo.get(automation_id)
+            run_id = None if self._jobs is None or row is None or not row.enabled else \
+                await self.repo.claim_run(row.id, event_slot(stored), next_run_at=row.next_run_at)
+            if row is None or run_id is None:
+                return False
+            await reached("trigger.claimed")
+            log.info("automation fired id=%s event=%s", automation_id, stored.key)
+            self.runs.spawn(self._execute(row, run_id, event_slot(stored), late=False))
+        return True
+
     async def _fire(self, automation_id: str, slot: str) -> None:
         """The job: claim the slot, move row and job to the next slot, hand off the delivery."""
         async with self._lock:
@@ -269,11 +283,10 @@ class AutomationService:
                 return
             log.info("automation fired id=%s slot=%s late=%s lag_s=%.3f next=%s", automation_id, slot, late,
                      (now - due).total_seconds(), next_run_at)
-            self._spawn(self._execute(row, run_id, slot, late))
+            self.runs.spawn(self._execute(row, run_id, slot, late))
 
-    # APScheduler checks each job's arguments against inspect.signature(func); computed afresh for a
-    # bound method, that check is most of the cost of rebuilding 10,000 jobs at start. A function's
-    # `__signature__` is what inspect.signature returns first, so compute it once.
+    # APScheduler checks each job's arguments against inspect.signature(func), computed afresh for a bound
+    # method: most of the cost of rebuilding 10,000 jobs at start. `__signature__` is returned first: set it.
     _fire.__signature__ = inspect.signature(_fire)  # type: ignore[attr-defined]
 
     async def _execute(self, row: AutomationRecord, run_id: int, slot: str, late: bool) -> None:
@@ -297,6 +310,8 @@ class AutomationService:
         await self.repo.finish_run(run_id, status, text)
 
     async def _message(self, row: AutomationRecord, slot: str, late: bool) -> str:
+        if (key := slot_event_key(slot)) is not None:
+            return await event_message(self.events, self._run_prompt, row, slot, key)
         action = parse_action(row.action)
         note = ""
         if late:
@@ -346,11 +361,6 @@ class AutomationService:
         if self._jobs is not None:
             self._jobs.place(automation_id, slot)
 
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
     async def _owned(self, user_key: str, automation_id: str) -> AutomationRecord:
         """The automation if it belongs to `user_key`; someone else's looks exactly like a missing one."""
         row = await self.repo.get(automation_id)
@@ -370,15 +380,15 @@ class AutomationService:
         """The schedule with its zone written out, so a later change of the owner's zone moves nothing."""
         return schedule.model_copy(update={"timezone": schedule.timezone or self.tz.key})
 
-    def _first_run(self, schedule: ScheduleModel, now: datetime) -> datetime:
+    def _first_run(self, schedule: ScheduleModel, now: datetime) -> datetime | None:
+        """The first clock firing; None for a trigger (events fire it)."""
         try:
             first = schedule.next_fire(now, None, self.tz)
         except OverflowError:  # a wall time near year 9999 moved to UTC
             raise AutomationError(PAST_HORIZON) from None
         if first is not None and first - now > HORIZON:
             raise AutomationError(PAST_HORIZON)
-        if first is None:
-            assert isinstance(schedule, Once)
+        if first is None and isinstance(schedule, Once):
             zone = schedule.zone(self.tz)
             raise AutomationError(f"{schedule.at:%Y-%m-%d %H:%M} ({zone.key}) is in the past; "
                                   f"it is now {now.astimezone(zone):%Y-%m-%d %H:%M}")
@@ -388,12 +398,3 @@ class AutomationService:
 def _slot(row: AutomationRecord) -> str | None:
     """The slot the scheduler should hold for a row: its next run while enabled."""
     return row.next_run_at if row.enabled else None
-
-
-def _name(name: str) -> str:
-    cleaned = " ".join(name.split())
-    if not cleaned:
-        raise AutomationError("an automation needs a name")
-    if len(cleaned) > NAME_CHARS:
-        raise AutomationError(f"a name is a short label: at most {NAME_CHARS} characters (this one has {len(cleaned)})")
-    return cleaned

@@ -79,6 +79,9 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     x = a.add_parser("delete", parents=[common])
     x.add_argument("id")
     x.set_defaults(fn=automations_delete)
+    x = a.add_parser("secret", parents=[common], help="replace a webhook automation's secret and print the new one")
+    x.add_argument("id")
+    x.set_defaults(fn=automations_secret)
 
 
 TOOLS_COLUMNS = ("toolset", "tool", "risk", "approval", "execution")
@@ -261,9 +264,17 @@ async def automations_list(config: Config, args: argparse.Namespace) -> int:
         print("No automations.")
     for r in rows:
         state = "" if r.enabled else " (disabled)"
-        due = _local(config, r.next_run_at) if r.next_run_at else "-"
+        due = _local(config, r.next_run_at) if r.next_run_at else _on_event(r.schedule, config)
         print(f"{r.id}  {r.user_key:<18} next {due}  {r.name}{state}")
     return 0
+
+
+def _on_event(schedule: dict[str, object], config: Config) -> str:
+    """What a row without a next run waits for: "on each event (webhook /hooks/ci)" for a trigger, else "-"."""
+    from toolsets.schedule import describe, parse_schedule
+
+    parsed = parse_schedule(schedule)
+    return f"on each event ({describe(parsed, config.tz)})" if parsed.event_driven else "-"
 
 
 async def automations_delete(config: Config, args: argparse.Namespace) -> int:
@@ -275,6 +286,25 @@ async def automations_delete(config: Config, args: argparse.Namespace) -> int:
             raise AdminError(str(exc)) from None
     print(f"Deleted automation {args.id}.")
     return 0
+
+
+async def automations_secret(config: Config, args: argparse.Namespace) -> int:
+    """Rotate a webhook automation's secret: the old one stops working at once, the new one is shown once."""
+    from gateway.services.webhooks import WebhookService
+    from store.automations import Automations
+    async with config.new_store() as store:
+        row = await Automations(store).get(args.id)
+        if row is None:
+            raise AdminError(f"no automation {args.id}")
+        if row.schedule.get("type") != "webhook":
+            raise AdminError(f"automation {args.id} is not a webhook (its schedule is {row.schedule.get('type')})")
+        secret = await WebhookService(store, config.data_dir, _no_fire).issue(row.id)
+    print(f"New secret for webhook {row.schedule.get('name')} ({row.id}); it is shown only now:\n{secret}")
+    return 0
+
+
+async def _no_fire(automation_id: str, event: Any) -> bool:
+    return False  # the CLI only issues secrets; the resident fires
 
 
 def _automations(store: Store, config: Config) -> AutomationService:

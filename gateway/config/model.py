@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator, model_v
 
 from gateway.config.accounts import AccountConfig, check_account_names
 from gateway.config.base import Section
+from gateway.config.budget import BudgetConfig
 from gateway.config.capabilities import (
     ArtifactsConfig,
     BrowserConfig,
@@ -292,6 +293,7 @@ class Config(Section):
     browser: BrowserConfig = Field(default_factory=BrowserConfig)
     images: ImagesConfig = Field(default_factory=ImagesConfig)
     mcp: McpConfig = Field(default_factory=McpConfig)
+    budget: BudgetConfig = Field(default_factory=BudgetConfig)
 
     source: str = Field(default="(defaults)", exclude=True)
     data_dir: Path = Field(default_factory=lambda: data_dir(), exclude=True)

@@ -1,5 +1,6 @@
 """The dashboard's home: what needs the owner (approvals, people asking to pair, failing health), what
-is coming (the next reminders and automations), and what it cost (tokens and money per day, 30 days)."""
+is coming (the next reminders and automations), and what it cost (tokens and money per day, 30 days; the
+budget's caps and what is left of them)."""
 
 from __future__ import annotations
 
@@ -30,9 +31,11 @@ async def overview(request: web.Request) -> web.Response:
     coming = [r for r in await gw.services["automations"].list_all() if r.enabled and r.next_run_at]
     coming.sort(key=lambda r: r.next_run_at or "")
     days, chart, total = await _cost(gw)
+    budget = await gw.services["budget"].report() if "budget" in gw.services else []
     return render(request, "overview.html", pending=await Approvals(gw.store).list(("pending",)),
                   strangers=await AccessRepo(gw.store).pending(), failing=[x for x in lines if not x.ok],
-                  coming=coming[:NEXT_UP], days=days, chart=Markup(chart), total=total)
+                  coming=coming[:NEXT_UP], days=days, chart=Markup(chart), total=total,
+                  budget=budget)
 
 
 async def pairing(request: web.Request) -> web.Response:

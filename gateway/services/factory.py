@@ -218,6 +218,8 @@ class GatewayPorts:
 async def build_services(config: Config, store: Store, ports: GatewayPorts) -> dict[str, Any]:
     """Every service by the name tools ask for; connectors only when configured."""
     from gateway.automations.scheduler import AutomationService  # APScheduler: not for `anyy doctor`
+    from gateway.services.budget import Budget
+    from gateway.services.webhooks import WebhookService
 
     avail = availability(config)
     for name in sorted(avail.broken):
@@ -230,6 +232,8 @@ async def build_services(config: Config, store: Store, ports: GatewayPorts) -> d
     services |= image_services(config, avail, services["web"])
     services["automations"] = AutomationService(store, config.tz, ports.enqueue, ports.run_prompt,
                                                 may_run=ports.may_run)
+    services["webhooks"] = WebhookService(store, config.data_dir, services["automations"].fire_event)
+    services["budget"] = Budget(store, config, ports.enqueue)
     services["skills"] = skill_library(config)
     services["subagents"] = SubagentService(store, config.subagents, ports.enqueue, ports.turns)
     if "terminal" in avail:

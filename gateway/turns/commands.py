@@ -18,7 +18,9 @@ from store.approvals import Approvals
 from store.records import Inbound, Outbound, SessionRecord
 from store.tasks import Tasks
 from toolsets.base import Toolset
+from toolsets.briefing import configured_parts, set_briefing
 from toolsets.loader import loader_tool
+from toolsets.schedule import AutomationError
 
 HELP = """Anyy — your assistant. Just write; or use:
 /new — start a fresh conversation (history stays searchable)
@@ -27,6 +29,7 @@ HELP = """Anyy — your assistant. Just write; or use:
 /toolsets — what the last turn selected and why; /toolsets pin NAME… or /toolsets auto
 /remind <when> <text> — e.g. /remind 10m stretch, /remind friday 9:30 review, /remind 明天9点 开会
 /reminders — your reminders; /cancel <id> to delete one
+/briefing 7:30 — a morning briefing every day at that time (events, important mail, due tasks); /briefing off
 /tasks — your open tasks
 /approvals — actions waiting for your approval; /approvals ID shows one in full; /approve ID, /deny ID [reason]
 /usage — tokens used (today, this conversation, 30 days) and their cost
@@ -82,7 +85,8 @@ class Commands:
             "start": self.start, "help": self.help, "new": self.new, "tools": self.tools,
             "toolsets": self.toolsets, "approvals": self.list_approvals, "approve": self.approve,
             "deny": self.deny, "tasks": self.tasks, "remind": self.remind, "reminders": self.reminders,
-            "cancel": self.cancel, "usage": self.usage, "compact": self.compact, "status": self.status,
+            "cancel": self.cancel, "briefing": self.briefing, "usage": self.usage, "compact": self.compact,
+            "status": self.status,
         }
 
     async def __call__(self, inbound: Inbound, session: SessionRecord) -> str | Outbound | None:
@@ -189,8 +193,18 @@ class Commands:
     async def cancel(self, inbound: Inbound, session: SessionRecord, args: str) -> str:
         return await cancel_command(self._automations(), inbound.user_key, args)
 
+    async def briefing(self, inbound: Inbound, session: SessionRecord, args: str) -> str:
+        configured = configured_parts([n for n in ("calendar", "email") if self.runtime.services.get(n)])
+        try:
+            return await set_briefing(self._automations(), inbound.user_key, session.origin, args, configured)
+        except AutomationError as exc:
+            return str(exc)
+
     async def usage(self, inbound: Inbound, session: SessionRecord, args: str) -> str:
-        return await usage_report(self.runtime.store, self.runtime.config, inbound.user_key, session.id)
+        report = await usage_report(self.runtime.store, self.runtime.config, inbound.user_key, session.id)
+        budget = self.runtime.services.get("budget")
+        caps = await budget.report() if budget is not None else []
+        return "\n".join([report, *caps])
 
     async def status(self, inbound: Inbound, session: SessionRecord, args: str) -> str:
         return await status_report(self.runtime, inbound, session)

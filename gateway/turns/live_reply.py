@@ -156,3 +156,13 @@ async def abandoned_on_error(live: LiveReply | None) -> AsyncIterator[None]:
         if live is not None:
             live.abandon()
         raise
+
+
+def live_reply(outbox: OutboxService, origin: Origin, dedupe: str, stream: bool) -> LiveReply | None:
+    """A live reply when streaming is on (`stream`: `[runtime] stream` with a model) and the surface can show
+    one in this chat."""
+    if not stream:
+        return None
+    surface = outbox.surfaces.get(origin.surface)
+    settings = surface.live(origin) if surface is not None else None
+    return LiveReply(outbox, origin, dedupe, settings) if settings is not None else None

@@ -27,15 +27,17 @@ from gateway.limits import inbound_too_long
 from gateway.llm.types import ChatMessage, ModelClient, ModelCutOff, ModelUnavailable, ToolSchema
 from gateway.outbox import OutboxService
 from gateway.selection.selector import recent_toolsets, select_toolsets, tools_for
+from gateway.services.budget import budget_refusal
 from gateway.services.media import Media
 from gateway.surfaces.base import Surface
 from gateway.turns.compaction import Compactor
 from gateway.turns.history import to_chat
 from gateway.turns.lanes import Lanes
-from gateway.turns.live_reply import LiveReply, abandoned_on_error
+from gateway.turns.live_reply import LiveReply, abandoned_on_error, live_reply
 from gateway.turns.opening import Opening, SessionKey, open_turn
 from gateway.turns.prompt import system_prompt
 from gateway.turns.reply_calls import TurnCalls
+from gateway.turns.session_toolsets import session_toolsets
 from gateway.turns.tool_call import ToolCaller
 from gateway.turns.tool_context import TurnContext
 from gateway.turns.welcome import Welcome
@@ -47,7 +49,6 @@ from store.inbound import InboundLog
 from store.messages import Messages
 from store.records import AuditEvent, Inbound, MessageRecord, Origin, Outbound, SessionRecord
 from store.sessions import Sessions, session_id_for
-from store.subagents import SubagentJobs
 from toolsets.base import Tool, Toolset
 from toolsets.loader import loader_tool
 from toolsets.memory import memory_block, memory_prompt
@@ -57,7 +58,6 @@ log = logging.getLogger(__name__)
 
 CommandHandler = Callable[[Inbound, SessionRecord], Awaitable[str | Outbound | None]]
 
-AUTOMATION_TOOLSET = "automation"  # never offered to an automation's own session
 MODEL_ERROR = "model.error"  # the audit action of a model call that failed after retries
 
 
@@ -184,6 +184,9 @@ class Runtime:
                 if said is not None:
                     await self.reply(inbound.origin, said, f"{turn_id}:command")
                     return False
+        if (refusal := await budget_refusal(self.services.get("budget"), self.access, inbound)) is not None:
+            await self.outbox.enqueue(refusal, f"{turn_id}:budget")  # over a cap: no model call
+            return False
         surface = self.surfaces.get(inbound.surface)
         progress = (surface.progress(inbound.origin, inbound.platform_message_id) if surface
                     else contextlib.nullcontext())
@@ -247,12 +250,7 @@ class Runtime:
         return outbox_id
 
     def _live(self, origin: Origin, dedupe: str) -> LiveReply | None:
-        """A live reply when streaming is on and the surface can show one in this chat."""
-        if not self.config.runtime.stream or self.model is None:
-            return None
-        surface = self.outbox.surfaces.get(origin.surface)
-        settings = surface.live(origin) if surface is not None else None
-        return LiveReply(self.outbox, origin, dedupe, settings) if settings is not None else None
+        return live_reply(self.outbox, origin, dedupe, self.config.runtime.stream and self.model is not None)
 
     # -- the model loop ---------------------------------------------------------------------------
 
@@ -267,17 +265,8 @@ class Runtime:
         return self.access.toolsets_for(await self.access.role_of(user_key), self.available(exclude))
 
     async def within_session(self, session: SessionRecord, toolsets: list[Toolset]) -> list[Toolset]:
-        """`toolsets` cut to what any turn of `session` may have, whatever started the turn (a message, an
-        approval's follow-up, a helper it starts): an automation's session never the automation toolset
-        (nobody watches it: automations must not multiply themselves), a helper's session only the
-        toolsets its job was given."""
-        if session.kind == "automation":
-            return [ts for ts in toolsets if ts.name != AUTOMATION_TOOLSET]
-        if session.kind == "subagent":
-            job = await SubagentJobs(self.store).by_child_session(session.id)
-            given = set(job.toolsets) if job else set()
-            return [ts for ts in toolsets if ts.name in given]
-        return toolsets
+        """`toolsets` cut to what any turn of `session` may have (`session_toolsets`)."""
+        return await session_toolsets(self.store, session, toolsets)
 
     async def model_turn(self, session: SessionRecord | SessionKey, turn_id: str, *, user_text: str | None = None,
                          event: str | None = None, has_attachments: bool = False,

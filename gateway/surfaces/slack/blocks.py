@@ -12,7 +12,7 @@ from typing import Any
 
 from store.records import Button
 
-ACTION_ID = re.compile(r"^anyy_(approve|deny|clarify|admit|ignore)_\d+$")
+ACTION_ID = re.compile(r"^anyy_(approve|deny|clarify|admit|ignore|allow_today)_\d+$")
 SECTION_LIMIT = 3000  # Slack's limit for a section block's text
 _LABEL_LIMIT = 75  # Slack's limit for a button's text
 _PER_ACTIONS_BLOCK = 25  # Slack's limit of elements in one actions block

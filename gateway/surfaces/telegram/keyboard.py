@@ -2,6 +2,7 @@
 
 Telegram limits callback data to 64 bytes, so a button carries a one-letter action code and a short
 value: "a:<approval id>", "d:<approval id>", "p:<pairing code>" (admit), "i:<pairing code>" (ignore),
+"b:<day>" (allow today: the budget),
 and for a clarifying question "c:<index>", whose option text is read back from the pressed message's
 own keyboard (the label is the option).
 """
@@ -13,7 +14,7 @@ from telegram import InlineKeyboardButton, InlineKeyboardMarkup
 from store.records import Button
 
 MAX_CALLBACK_BYTES = 64
-_CODES = {"approve": "a", "deny": "d", "clarify": "c", "admit": "p", "ignore": "i"}
+_CODES = {"approve": "a", "deny": "d", "clarify": "c", "admit": "p", "ignore": "i", "allow_today": "b"}
 _ACTIONS = {code: action for action, code in _CODES.items()}
 
 

@@ -50,6 +50,7 @@ COMMANDS = [
     ("remind", "Set a reminder: /remind 10m stretch"),
     ("reminders", "List reminders"),
     ("cancel", "Cancel a reminder: /cancel ID"),
+    ("briefing", "Daily morning briefing: /briefing 7:30 or off"),
     ("tasks", "List tasks"),
     ("approvals", "Actions waiting for approval"),
     ("approve", "Approve an action: /approve ID"),
