@@ -10,7 +10,7 @@ import os
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo
 
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
@@ -33,6 +33,7 @@ from gateway.config.capabilities import (
     WebConfig,
     WorkspaceConfig,
 )
+from gateway.config.zone import is_zone, system_zone
 
 # Callers import every section from here, wherever it is defined.
 __all__ = [
@@ -115,36 +116,6 @@ class StoreConfig(Section):
         if value and not value.startswith(("postgresql://", "postgres://")):
             raise ValueError("must be a postgresql://USER@HOST:PORT/DB URL (or empty for the SQLite file)")
         return value
-
-
-def system_zone() -> tuple[str, str]:
-    """The machine's IANA zone and where it came from: `$TZ` when it names one, else the
-    /etc/localtime link (or Debian's /etc/timezone), else ("UTC", "fallback")."""
-    tz = os.environ.get("TZ", "").removeprefix(":")
-    if tz and is_zone(tz):
-        return tz, "$TZ"
-    try:  # the link's own target names the zone (".../zoneinfo/Europe/Berlin"); a further hop may not
-        name = os.readlink("/etc/localtime").partition("zoneinfo/")[2]
-    except OSError:
-        name = ""
-    if name and is_zone(name):
-        return name, "/etc/localtime"
-    try:
-        name = Path("/etc/timezone").read_text().strip()
-    except OSError:
-        name = ""
-    if name and is_zone(name):
-        return name, "/etc/timezone"
-    return "UTC", "fallback"
-
-
-def is_zone(name: str) -> bool:
-    """`name` is an IANA time zone this machine knows."""
-    try:
-        ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
-        return False
-    return True
 
 
 class RuntimeConfig(Section):

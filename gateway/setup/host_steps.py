@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gateway.config.model import is_zone, system_zone
+from gateway.config.zone import is_zone, system_zone
 from gateway.setup.ask import Ask, SetupError
 
 # docs/deploy.md's unit; tests/test_setup_files.py holds the two together.
