@@ -19,7 +19,7 @@ async def test_piped_chat_prints_each_reply_in_order_and_exits(tmp_path, home, m
 async def test_chat_without_a_model_says_which_setting_to_set(tmp_path, home):
     code, out, err = await anyy("chat", env=home, stdin="hi\n/help\n")
     assert code == 0, err
-    assert "No model is configured yet. Set [model] base_url and model" in out
+    assert "No model is configured yet: run `anyy setup model`" in out
     assert "/remind" in out
 
 

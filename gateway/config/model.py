@@ -339,9 +339,9 @@ def load_config(explicit: str | None = None) -> Config:
     path, required = config_path(explicit)
     if not path.exists():
         if required:
-            raise ConfigError(f"config file {path} does not exist (copy config.example.toml to start)")
+            raise ConfigError(f"config file {path} does not exist (`anyy setup` writes one)")
         cfg = Config()
-        cfg.source = f"{path} (not created yet: copy config.example.toml there)"
+        cfg.source = f"{path} (not created yet: `anyy setup` writes it)"
         return cfg
     try:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))

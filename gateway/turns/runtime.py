@@ -296,8 +296,8 @@ class Runtime:
             return mine[-1].content  # answered before the crash: deliver that answer
         model = self.model
         if model is None:
-            return (f"No model is configured yet. Set [model] base_url and model in {self.config.source} "
-                    f"(and put the API key in ${self.config.model.api_key_env}); slash commands work meanwhile: /help")
+            return (f"No model is configured yet: run `anyy setup model` (or set [model] base_url and model in "
+                    f"{self.config.source}); slash commands work meanwhile: /help")
         available = await self.within_session(
             session, self.access.toolsets_for(role, self.available(exclude) if only is None else only))
         pins = session.pinned_toolsets if only is None else [ts.name for ts in available]
