@@ -30,7 +30,7 @@ ExecStart={anyy} run
 Restart=on-failure
 RestartSec=5
 KillSignal=SIGTERM
-TimeoutStopSec=45
+TimeoutStopSec=20
 # Hardening: no privilege gain through setuid programs, a private /tmp, and the whole file system
 # read-only except the data directory (the store, its lock, the workspace, results, the dashboard
 # token). Add a ReadWritePaths= line for a [store] path or [workspace] root outside it.

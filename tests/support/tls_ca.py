@@ -1,7 +1,10 @@
 """A private certificate authority for the issue-37 fakes, handed to clients the standard way.
 
-`FakeCA.create(folder)` makes a trustme CA and writes `bundle.pem`: the CA followed by certifi's public
-roots, as a machine whose administrator added a company CA to the system store would have. The session
+`FakeCA.create(folder)` makes a trustme CA and writes `bundle.pem`: the CA followed by the roots this
+machine already trusts (the file `SSL_CERT_FILE` or `REQUESTS_CA_BUNDLE` names, else OpenSSL's default,
+else certifi's), as a machine whose administrator added a company CA to the system store would have. Keeping
+the machine's own roots matters: a test that installs packages (tests/test_fresh_install.py) may reach the
+registry through a proxy that only the system store trusts. The session
 fixture `fake_ca` (tests/fixtures/oauth_fakes.py) points `SSL_CERT_FILE` and `REQUESTS_CA_BUNDLE` at that
 bundle for the test process, so every `anyy` subprocess a test starts inherits it. Code under test must
 trust the fakes only through those variables (the system's trust settings): nothing passes a context.
@@ -12,6 +15,7 @@ Servers get their certificate for 127.0.0.1 and localhost from `server_context()
 
 from __future__ import annotations
 
+import os
 import ssl
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +24,13 @@ import certifi
 import trustme
 
 HOSTS = ("127.0.0.1", "localhost")
+
+
+def trusted_roots() -> Path:
+    """The CA file this process trusts before the fake CA is added."""
+    candidates = (os.environ.get("SSL_CERT_FILE"), os.environ.get("REQUESTS_CA_BUNDLE"),
+                  ssl.get_default_verify_paths().cafile)
+    return next((Path(c) for c in candidates if c and Path(c).is_file()), Path(certifi.where()))
 
 
 @dataclass(frozen=True)
@@ -33,7 +44,7 @@ class FakeCA:
     def create(cls, folder: Path) -> FakeCA:
         ca = trustme.CA(organization_name="Anyy test CA")
         bundle = folder / "bundle.pem"
-        bundle.write_bytes(ca.cert_pem.bytes() + Path(certifi.where()).read_bytes())
+        bundle.write_bytes(ca.cert_pem.bytes() + trusted_roots().read_bytes())
         return cls(ca=ca, cert=ca.issue_cert(*HOSTS), bundle=bundle, folder=folder)
 
     def server_context(self) -> ssl.SSLContext:
