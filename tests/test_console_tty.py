@@ -1,5 +1,6 @@
 """`anyy chat` at a real terminal (a pty): prompt_toolkit's prompt, a spinner while the model works, a
-progress line per tool, the next prompt only after the reply, history kept, logs in a file."""
+progress line per tool, the next prompt only after the reply, history kept, logs in a file; a reminder that
+arrives while the person types is printed above the prompt and leaves their half-typed line alone."""
 
 from __future__ import annotations
 
@@ -13,11 +14,13 @@ from tests.fixtures.model import reply, tool_call
 from tests.support.cli import ANYY, SUBPROCESS_S, model_config
 from tests.support.terminal import Terminal
 
+TTY_ENV = {"TERM": "xterm", "PROMPT_TOOLKIT_NO_CPR": "1", "COLUMNS": "100", "LINES": "30"}
+
 
 async def test_a_person_at_a_terminal_sees_progress_then_the_reply(tmp_path: Path, home, model):
     master, slave = pty.openpty()
     # No cursor-position request: the pty has no terminal emulator to answer it.
-    env = {**home, "TERM": "xterm", "PROMPT_TOOLKIT_NO_CPR": "1", "COLUMNS": "100", "LINES": "30"}
+    env = {**home, **TTY_ENV}
     cfg = model_config(tmp_path, model)
     process = await asyncio.create_subprocess_exec(*ANYY, "chat", "--config", cfg, env=env, stdin=slave,
                                                    stdout=slave, stderr=slave)
@@ -47,3 +50,32 @@ async def test_a_person_at_a_terminal_sees_progress_then_the_reply(tmp_path: Pat
         os.close(master)
     assert "add task milk" in (Path(home["ANYY_HOME"]) / "chat_history").read_text()
     assert (Path(home["ANYY_HOME"]) / "logs" / "chat.log").exists()
+
+
+async def test_a_reminder_arriving_while_the_person_types_goes_above_the_prompt(tmp_path: Path, home, model):
+    master, slave = pty.openpty()
+    process = await asyncio.create_subprocess_exec(*ANYY, "chat", "--config", model_config(tmp_path, model),
+                                                   env={**home, **TTY_ENV}, stdin=slave, stdout=slave, stderr=slave)
+    os.close(slave)
+    term = Terminal(master, process)
+    try:
+        await term.expect(r"you>")
+        model.script(tool_call("automation_create", {
+            "name": "stretch", "schedule": {"type": "every", "mode": "interval", "interval": "2s"},
+            "action": {"kind": "reminder", "text": "stand up and stretch"}}), reply("Set."))
+        term.type("remind me to stretch every 2 seconds\r")
+        await term.expect(r"anyy> Set\..*you>")
+        term.type("half typ")
+        # printed on a line of its own above the prompt, which comes back below it with what was typed
+        await term.expect(r"anyy> ⏰ stand up and stretch\n+you> half typ")
+        model.script(reply("Noted."))
+        term.type("ed\r")  # the line typed around the reminder is sent whole
+        await term.expect(r"anyy> Noted\.\n+you>")
+        assert model.requests[-1].messages[-1] == {"role": "user", "content": "half typed"}
+        term.type("\x04")  # at the prompt: typed before it is drawn, the terminal's own line editing takes it
+        assert await asyncio.wait_for(process.wait(), SUBPROCESS_S) == 0
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+        os.close(master)

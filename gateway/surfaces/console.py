@@ -19,11 +19,14 @@ import itertools
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from gateway.surfaces.base import GatewayPort, LiveSettings, Surface
 from store.records import Inbound, Origin, OutboxItem
 from toolsets.controls import visible
+
+if TYPE_CHECKING:
+    from gateway.surfaces.prompt import Prompt
 
 CHAT_ID = "local"
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
@@ -45,13 +48,20 @@ class ConsoleSurface(Surface):
         self.gateway: GatewayPort | None = None
         self._printed: dict[str, str] = {}  # message id -> text printed so far, while a reply streams
         self._spinning = False  # a spinner frame is on the current line
-        self._prompting = False  # a person at a TTY (read_lines chose the prompt): spinner and tool lines
+        self._prompt: Prompt | None = None  # a person at a TTY (read_lines chose the prompt)
 
     @property
     def out(self) -> TextIO:
-        # Looked up at each write: on a TTY, prompt_toolkit swaps sys.stdout for a proxy that prints
-        # above the prompt line (a reminder arriving while the owner types).
         return self._out or sys.stdout
+
+    @property
+    def _turn_on_screen(self) -> bool:
+        """A person at a TTY waits for a turn (no prompt shown): the spinner and tool lines are for them."""
+        return self._prompt is not None and not self._prompt.shown
+
+    def _write(self, text: str) -> None:
+        self.out.write(text)
+        self.out.flush()
 
     async def start(self, gateway: GatewayPort) -> None:
         self.gateway = gateway
@@ -66,7 +76,7 @@ class ConsoleSurface(Surface):
     @contextlib.asynccontextmanager
     async def progress(self, origin: Origin, platform_message_id: str | None) -> AsyncIterator[None]:
         """A spinner while the turn runs, on a terminal; it pauses while a reply streams."""
-        if not self._prompting:
+        if not self._turn_on_screen:
             yield
             return
         task = asyncio.create_task(self._spin(), name="console-spinner")
@@ -80,23 +90,20 @@ class ConsoleSurface(Surface):
 
     async def _spin(self) -> None:
         for frame in itertools.cycle(SPINNER):
-            if not self._printed:  # not in the middle of a streamed line
-                self.out.write(f"{_CLEAR}{frame} working…")
-                self.out.flush()
+            if not self._printed and self._turn_on_screen:  # not mid-line, not over a prompt
+                self._write(f"{_CLEAR}{frame} working…")
                 self._spinning = True
             await asyncio.sleep(SPIN_S)
 
     def _clear_spinner(self) -> None:
         if self._spinning:
-            self.out.write(_CLEAR)
-            self.out.flush()
+            self._write(_CLEAR)
             self._spinning = False
 
     def tool_started(self, origin: Origin, tool: str) -> None:
-        if self._prompting and not self._printed:
+        if self._turn_on_screen and not self._printed:
             self._clear_spinner()
-            self.out.write(f"  · {tool}\n")
-            self.out.flush()
+            self._write(f"  · {tool}\n")
 
     async def deliver(self, item: OutboxItem, edit_platform_id: str | None) -> str | None:
         out = item.outbound
@@ -119,8 +126,11 @@ class ConsoleSurface(Surface):
         if out.partial:
             self._printed[platform_id] = body
         self._clear_spinner()
-        self.out.write(visible(text))  # a terminal obeys escape sequences: none reaches it unseen
-        self.out.flush()
+        text = visible(text)  # a terminal obeys escape sequences: none reaches it unseen
+        if self._prompt is not None and self._prompt.shown:  # a reminder while the person types
+            await self._prompt.above(lambda: self._write(text))
+        else:
+            self._write(text)
         return platform_id
 
     async def send_line(self, line: str) -> None:
@@ -133,10 +143,10 @@ class ConsoleSurface(Surface):
         so piped output is in order and, on a TTY, the prompt returns only once the reply is there."""
         stdin = stdin or sys.stdin
         if stdin.isatty() and self.out.isatty():
-            from gateway.surfaces.prompt import prompt_lines  # prompt_toolkit: only for a person at a TTY
+            from gateway.surfaces.prompt import Prompt  # prompt_toolkit: only for a person at a TTY
 
-            lines = prompt_lines(self.history)
-            self._prompting = True
+            self._prompt = Prompt(self.history)
+            lines = self._prompt.lines()
         else:
             lines = _piped_lines(stdin)
         async for line in lines:
