@@ -5,15 +5,20 @@ a restart and across two residents on one store (SQLite and PostgreSQL)."""
 
 from __future__ import annotations
 
+import json
 import re
+from datetime import datetime
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 
+from gateway.config import parse_config
+from gateway.services.budget import Budget
 from gateway.services.usage import summary
 from gateway.surfaces.console import CHAT_ID
 from store.access import AccessRepo
-from store.records import Inbound, Origin, iso
+from store.records import Inbound, Origin, Outbound, iso
 from store.usage import UsageRepo
 from tests.fixtures.model import FakeModel, reply, tool_call
 from tests.support.telegram_api import OWNER_ID, FakeBot
@@ -180,3 +185,55 @@ async def test_a_guest_over_per_user_daily_is_refused_without_a_button_while_the
         model.script(reply("owner answer", usage=(500, 50)))  # the owner's own turns are not a guest's cap
         tg.message("hello")
         await tg.wait_calls("sendMessage", where=lambda c: c.params.get("text") == "owner answer")
+
+
+@pytest.mark.both_backends
+async def test_the_month_sums_earlier_days_once_a_day_and_today_at_every_check(store: Any) -> None:
+    # A check reads today's rows, not the whole month's: its cost is one day's usage however late in the month.
+    config = parse_config({"runtime": {"timezone": "Asia/Kolkata"}, "budget": {"monthly": 10_000, "daily": 5_000}})
+    tz = ZoneInfo("Asia/Kolkata")  # +05:30: a local day that is not a UTC day
+    clock = [datetime(2026, 12, 9, 12, 0, tzinfo=tz)]
+
+    async def spend(at: datetime, tokens: int) -> None:
+        meta = json.dumps({"model": "m", "usage": {"input_tokens": tokens, "output_tokens": 0, "cached_tokens": 0}})
+
+        def op(db: Any) -> None:
+            db.execute("INSERT INTO sessions (id, surface, chat_id, user_key, kind, epoch, created_at, updated_at)"
+                       " VALUES ('s', 'telegram', '1', 'telegram:1', 'chat', 0, ?, ?) ON CONFLICT (id) DO NOTHING",
+                       [iso(at), iso(at)])
+            db.execute("INSERT INTO messages (session_id, epoch, turn_id, role, content, user_key, meta, created_at)"
+                       " VALUES ('s', 0, ?, 'assistant', 'hi', 'telegram:1', ?, ?)", [iso(at), meta, iso(at)])
+
+        await store.write(op)
+
+    async def enqueue(outbound: Outbound, key: str) -> int:
+        return 0
+
+    budget = Budget(store, config, enqueue, now=lambda: clock[0])
+
+    async def month_and_day() -> tuple[float, float]:
+        caps = {cap.name: cap.spent for cap in await budget.caps()}
+        return caps["monthly"], caps["daily"]
+
+    await spend(datetime(2026, 11, 30, 23, 0, tzinfo=tz), 7)  # last month: not this month's
+    await spend(datetime(2026, 12, 1, 0, 10, tzinfo=tz), 100)  # 18:40 UTC on Nov 30, but Dec 1 here
+    await spend(datetime(2026, 12, 8, 23, 50, tzinfo=tz), 200)
+    await spend(datetime(2026, 12, 9, 0, 20, tzinfo=tz), 30)
+    assert await month_and_day() == (330, 30)
+    await spend(datetime(2026, 12, 9, 11, 0, tzinfo=tz), 5)  # today's rows count at every check
+    assert await month_and_day() == (335, 35)
+
+    # Just after midnight the day before is summed from its rows (a resident may still be writing them) ...
+    clock[0] = datetime(2026, 12, 10, 0, 2, tzinfo=tz)
+    assert await month_and_day() == (335, 0)
+    await spend(datetime(2026, 12, 9, 23, 59, tzinfo=tz), 40)  # written late, dated yesterday
+    assert await month_and_day() == (375, 0)
+    # ... and once it has settled, the earlier days are summed once and kept, while today's keep counting.
+    clock[0] = datetime(2026, 12, 10, 9, 0, tzinfo=tz)
+    assert await month_and_day() == (375, 0)
+    await spend(datetime(2026, 12, 10, 8, 0, tzinfo=tz), 1)
+    assert await month_and_day() == (376, 1)
+    await spend(datetime(2026, 12, 5, 8, 0, tzinfo=tz), 1000)  # (no row is dated back: it shows the reading)
+    assert await month_and_day() == (376, 1)  # the earlier days were not read again today
+    clock[0] = datetime(2027, 1, 1, 9, 0, tzinfo=tz)  # a new month starts from nothing
+    assert await month_and_day() == (0, 0)

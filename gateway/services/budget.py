@@ -11,6 +11,9 @@ residents sharing a PostgreSQL store. Amounts are in the currency of `[model]`'s
   whichever resident notices first); at 100 % the next turn is refused (a turn in flight finishes).
 * **Allow today** (an owner's button) raises today's caps once: the daily caps double for the rest of
   the day and the monthly cap grows by one daily cap (a thirtieth of it without a daily cap).
+
+A check sums today's rows; the month's earlier days are summed once a day and kept (rows of a closed day
+never change), so a check costs one day's rows however far into the month (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import date, datetime, time
+from datetime import date, datetime, time, timedelta
 from typing import Protocol
 
 from gateway.config import Config
@@ -33,6 +36,9 @@ log = logging.getLogger(__name__)
 Enqueue = Callable[[Outbound, str], Awaitable[int]]
 OWNER_SURFACES = ("telegram", "slack")  # surfaces whose config lists owners with a direct chat
 WARN_AT = 0.8
+# A closed day's sum is kept only once this much of the new day has passed: by then every row of the day
+# before is written, whichever resident (or clock a few seconds off) wrote it.
+DAY_SETTLED = timedelta(minutes=5)
 ALLOW_ACTION = "allow_today"
 
 
@@ -65,6 +71,7 @@ class Budget:
         self.allowances = BudgetAllowances(store)
         self._enqueue = enqueue
         self._now = now or (lambda: datetime.now(config.tz))
+        self._closed_days: tuple[datetime, float] | None = None  # (today's start, the month's spend before it)
 
     @property
     def enabled(self) -> bool:
@@ -79,9 +86,11 @@ class Budget:
         """A sum as people read it: 0.1234 in the prices' currency, or 12,345 tokens."""
         return f"{value:.4f}" if self.priced else f"{int(value):,} tokens"
 
-    async def spent(self, since: datetime, user_key: str | None = None) -> float:
-        """What the usage rows since `since` add up to (cost, or tokens in + out without prices)."""
-        total = summary(await self.repo.totals(since=iso(since), user_key=user_key), self.config.model)["total"]
+    async def spent(self, since: datetime, user_key: str | None = None, until: datetime | None = None) -> float:
+        """What the usage rows since `since` (and before `until`) add up to (cost, or tokens in + out
+        without prices)."""
+        rows = await self.repo.totals(since=iso(since), until=iso(until) if until else None, user_key=user_key)
+        total = summary(rows, self.config.model)["total"]
         if self.priced:
             return float(total["cost"] or 0.0)
         return float(total["input_tokens"] + total["output_tokens"])
@@ -97,16 +106,27 @@ class Budget:
         month_start = datetime.combine(day.replace(day=1), time(), tz)
         allowed = cfg.any and await self.allowances.granted(day.isoformat())
         caps: list[Cap] = []
+        today = await self.spent(day_start) if cfg.daily is not None or cfg.monthly is not None else 0.0
         if cfg.daily is not None:
-            caps.append(Cap("daily", cfg.daily * (2 if allowed else 1), await self.spent(day_start),
-                            day.isoformat()))
+            caps.append(Cap("daily", cfg.daily * (2 if allowed else 1), today, day.isoformat()))
         if cfg.monthly is not None:
             extra = (cfg.daily or cfg.monthly / 30) if allowed else 0.0
-            caps.append(Cap("monthly", cfg.monthly + extra, await self.spent(month_start), f"{day:%Y-%m}"))
+            month = today + await self._before_today(month_start, day_start, now)
+            caps.append(Cap("monthly", cfg.monthly + extra, month, f"{day:%Y-%m}"))
         if cfg.per_user_daily is not None and guest and user_key is not None:
             caps.append(Cap("per_user_daily", cfg.per_user_daily * (2 if allowed else 1),
                             await self.spent(day_start, user_key), day.isoformat()))
         return caps
+
+    async def _before_today(self, month_start: datetime, day_start: datetime, now: datetime) -> float:
+        """The month's spend before today: summed once a day, when the day before has settled."""
+        if day_start == month_start:
+            return 0.0
+        if now - day_start < DAY_SETTLED:
+            return await self.spent(month_start, until=day_start)
+        if self._closed_days is None or self._closed_days[0] != day_start:
+            self._closed_days = (day_start, await self.spent(month_start, until=day_start))
+        return self._closed_days[1]
 
     async def check(self, user_key: str, guest: bool) -> Cap | None:
         """The cap a new turn of `user_key` would break (None: it may run). Tells the owners once when a
