@@ -13,6 +13,7 @@ import contextlib
 import hashlib
 import json
 import logging
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from gateway.access import Access
@@ -22,10 +23,10 @@ from gateway.config import Config, secret
 from gateway.llm import make_client
 from gateway.llm.types import ModelClient
 from gateway.outbox import OutboxService
+from gateway.retention import TRIGGER_EVENTS_KEPT, Sweep, run_sweeps, sweep_once
 from gateway.services.availability import availability
 from gateway.services.budget import ALLOW_ACTION, run_allowance
 from gateway.services.factory import GatewayPorts, SurfaceStatus, build_services
-from gateway.services.media import run_retention, sweep_expired
 from gateway.surfaces.base import Surface
 from gateway.surfaces.pull_lease import PullLease
 from gateway.turns.commands import Commands
@@ -38,7 +39,7 @@ from store.db import Store
 from store.journal import ToolJournal
 from store.records import ApprovalRecord, AutomationRecord, Inbound, Origin, parse_iso
 from store.sessions import session_id_for
-from store.triggers import TriggerEvent, slot_time
+from store.triggers import TriggerEvent, TriggerEvents, slot_time
 from toolsets.base import Tool, Toolset
 from toolsets.registry import TOOLSETS
 from toolsets.untrusted import new_boundary, wrap
@@ -127,11 +128,9 @@ class Gateway:
             self._background.append(asyncio.create_task(self.approvals.run_sweeper(), name="approval-sweeper"))
             await self.runtime.recover()
             await self.services["subagents"].recover()
-            artifacts = self.services.get("artifacts")
-            if artifacts is not None:
-                await sweep_expired(artifacts, self.config.artifacts.retention_days)
-                self._background.append(asyncio.create_task(
-                    run_retention(artifacts, self.config.artifacts.retention_days), name="artifact-retention"))
+            sweeps = self._retention_sweeps()
+            await sweep_once(sweeps)
+            self._background.append(asyncio.create_task(run_sweeps(sweeps), name="retention"))
             scheduler = self.services.get("automations")
             if scheduler is not None:
                 await scheduler.start()
@@ -233,6 +232,18 @@ class Gateway:
                     await self.runtime.recover()
             except Exception:
                 log.exception("lease_renewal_failed")
+
+    def _retention_sweeps(self) -> dict[str, Sweep]:
+        """What this resident stops keeping (gateway.retention)."""
+        sweeps: dict[str, Sweep] = {}
+        artifacts = self.services.get("artifacts")
+        if artifacts is not None:
+            kept = timedelta(days=self.config.artifacts.retention_days)
+            sweeps["artifacts"] = lambda: artifacts.sweep(kept)
+        if "automations" in self.services:
+            events = TriggerEvents(self.store)
+            sweeps["trigger_events"] = lambda: events.prune(TRIGGER_EVENTS_KEPT)
+        return sweeps
 
     async def _settle(self) -> None:
         """Wait until no turn or approval execution is running (each may start the other)."""

@@ -9,6 +9,7 @@ claims the same slot and is refused. A folder's watermark is its UIDVALIDITY and
 from __future__ import annotations
 
 import json
+from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -82,6 +83,19 @@ class TriggerEvents:
             row = db.execute("SELECT key, kind, payload, recorded_at FROM trigger_events WHERE key = ?",
                              [key]).fetchone()
             return _event(row) if row is not None else None
+
+        return await self.store.run(op)
+
+    async def prune(self, kept: timedelta, now: datetime | None = None) -> int:
+        """Delete events recorded more than `kept` ago, except one whose run is still unfinished (its
+        delivery retried at the next start needs the event); returns how many."""
+        cutoff = iso((now or utcnow()) - kept)
+
+        def op(db: Database) -> int:
+            return int(db.execute(
+                "DELETE FROM trigger_events WHERE recorded_at < ? AND NOT EXISTS (SELECT 1 FROM automation_runs r"
+                f" WHERE r.status = 'claimed' AND r.scheduled_for = trigger_events.recorded_at || '{_SLOT_SEP}'"
+                " || trigger_events.key)", [cutoff]).rowcount)
 
         return await self.store.run(op)
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -155,20 +154,3 @@ class Media:
             return f"; {part}"
         turn.images.append(part)
         return ", shown to you with this message"
-
-
-async def sweep_expired(artifacts: Artifacts, retention_days: float) -> None:
-    """Delete unpinned artifacts past the retention period; a failure is logged, to be retried later."""
-    try:
-        removed = await artifacts.sweep(timedelta(days=retention_days))
-        if removed:
-            log.info("artifacts_swept removed=%d", removed)
-    except Exception:  # the next round retries; a sweep must never take the process down
-        log.exception("artifacts_sweep_failed")
-
-
-async def run_retention(artifacts: Artifacts, retention_days: float, every_s: float = 6 * 3600) -> None:
-    """Sweep every `every_s` seconds (the start-up sweep is the caller's)."""
-    while True:
-        await asyncio.sleep(every_s)
-        await sweep_expired(artifacts, retention_days)
