@@ -111,7 +111,7 @@ async def test_a_group_clarify_tap_by_another_member_changes_nothing(tg: FakeBot
         await tg.wait_calls("sendMessage", count=2)
         await gw.idle()
         assert len(model.requests) == asked + 1
-        assert model.requests[-1].messages[-1] == {"role": "user", "content": "Friday"}
+        assert model.requests[-1].said[-1] == {"role": "user", "content": "Friday"}
         rows = await gw.runtime.messages.recent(f"telegram:{GROUP_ID}#{OWNER_ID}", 0, 10)
         assert [r.content for r in rows if r.role == "user"][-1] == "Friday"
         assert question.params["chat_id"] == GROUP_ID
@@ -145,7 +145,7 @@ async def test_a_slack_channel_clarify_tap_by_another_member_changes_nothing(sla
         model.script(reply("Friday it is."))
         await tap(OWNER, 1)
         assert len(model.requests) == asked + 1
-        assert model.requests[-1].messages[-1] == {"role": "user", "content": "Friday"}
+        assert model.requests[-1].said[-1] == {"role": "user", "content": "Friday"}
         answer = (await slack_fake.calls.wait(lambda c: is_post(c) and c.args["text"] == "Friday it is."))[0]
         assert answer.args["channel"] == "C0001"
 

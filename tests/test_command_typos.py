@@ -18,7 +18,7 @@ async def test_typos_are_answered_without_the_model(tmp_path, home, model):
         "There is no /taks. Did you mean /tasks? (/help lists the commands.)",
         "echo: /etc/hosts is wrong",
     ]
-    assert [r.messages[-1]["content"] for r in model.requests] == ["/etc/hosts is wrong"]
+    assert [r.said[-1]["content"] for r in model.requests] == ["/etc/hosts is wrong"]
 
 
 @pytest.mark.parametrize("name, near", [

@@ -32,7 +32,7 @@ async def test_text_that_starts_with_a_slash_but_is_no_command_goes_to_the_model
     out = await console.say("/etc/hosts is wrong")
     assert out.strip() == "echo: /etc/hosts is wrong"
     assert "Unknown command" not in out
-    assert model.requests[-1].messages[-1]["content"] == "/etc/hosts is wrong"
+    assert model.requests[-1].said[-1]["content"] == "/etc/hosts is wrong"
 
 
 async def test_loader_makes_a_toolset_available_mid_turn(console, model):
@@ -80,7 +80,7 @@ async def test_clarify_buttons_answer_once_even_when_double_tapped(console, mode
     assert answers == ["You chose: Coffee"] * 2
     assert console.new_output() == "Coffee it is.\n"
     assert len(model.requests) == 2  # the question, then one answer
-    assert model.requests[-1].messages[-1]["content"] == "Coffee"
+    assert model.requests[-1].said[-1]["content"] == "Coffee"
 
 
 async def test_a_second_tap_after_the_answer_was_taken_is_still_the_one_answer(console, model):

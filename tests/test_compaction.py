@@ -47,7 +47,7 @@ async def test_turns_that_leave_the_window_are_summarised_after_the_reply(start_
     model.script(reply("ok"))
     await h.say("what did we talk about?")
     last = model.requests[-1]
-    convo = last.messages if not is_summary_request(last.body) else model.requests[-2].messages
+    convo = last.said if not is_summary_request(last.body) else model.requests[-2].said
     assert convo[1]["role"] == "user" and "SUMMARY: the user counted turns" in convo[1]["content"]
     assert not any("turn 0:" in str(m.get("content")) for m in convo)
     # covered rows end at a turn boundary: a call never loses its result
@@ -77,7 +77,7 @@ async def test_compact_command_summarises_now(console, model):
     out = await console.say("/compact")
     assert "Summarised 2 earlier messages" in out
     await console.say("anything else?")
-    convo = model.requests[-1].messages
+    convo = model.requests[-1].said
     assert "SUMMARY: short chat about milk" in convo[1]["content"]
     assert [m["content"] for m in convo[2:]] == ["and eggs", "echo: and eggs", "anything else?"]
     # the summary call's tokens count in /usage like any other model call

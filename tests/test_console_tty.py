@@ -71,7 +71,7 @@ async def test_a_reminder_arriving_while_the_person_types_goes_above_the_prompt(
         model.script(reply("Noted."))
         term.type("ed\r")  # the line typed around the reminder is sent whole
         await term.expect(r"anyy> Noted\.\n+you>")
-        assert model.requests[-1].messages[-1] == {"role": "user", "content": "half typed"}
+        assert model.requests[-1].said[-1] == {"role": "user", "content": "half typed"}
         term.type("\x04")  # at the prompt: typed before it is drawn, the terminal's own line editing takes it
         assert await asyncio.wait_for(process.wait(), SUBPROCESS_S) == 0
     finally:

@@ -117,7 +117,8 @@ async def test_tool_call_round_trip(provider: str, model: FakeModel) -> None:
         assert sent.messages[-2:] == [
             {"role": "assistant", "content": [{"type": "tool_use", "id": "c1", "name": "task_create",
                                                "input": {"title": "milk"}}]},
-            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c1", "content": "task 7 created"}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c1", "content": "task 7 created",
+                                          "cache_control": {"type": "ephemeral"}}]},  # the next round repeats it
         ]
     assert sent.tool_names == ["task_create"]
 

@@ -73,7 +73,7 @@ async def test_a_changed_message_is_sent_as_it_is_now(model: FakeModel) -> None:
         edited = [*history[:4], ChatMessage(role="assistant", content="Added it."),
                   ChatMessage(role="user", content="thanks")]
         await client.complete(edited, [])
-    assert [m["content"] for m in model.requests[-1].messages[-2:]] == ["Added it.", "thanks"]
+    assert [m["content"] for m in model.requests[-1].said[-2:]] == ["Added it.", "thanks"]
     assert model.requests[-1].messages[2]["tool_calls"][0]["function"]["arguments"] == '{"title": "milk"}'
 
 

@@ -38,7 +38,7 @@ async def test_model_created_reminder_and_prompt_automation_arrive(console, mode
     # the prompt ran in its own session, without the automation toolset
     prompt_request = model.requests[-1]
     assert "automation_create" not in prompt_request.tool_names
-    assert prompt_request.messages[-1]["content"] == "suggest a tea"
+    assert prompt_request.said[-1]["content"] == "suggest a tea"
     assert now.tzinfo is not None
 
 

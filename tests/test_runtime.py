@@ -4,14 +4,16 @@ from store.audit import Audit
 from store.messages import Messages
 from store.records import Inbound
 from store.tasks import Tasks
-from tests.fixtures.model import hang, malformed_args, reply, status, tool_call
+from tests.fixtures.model import hang, last_user_text, malformed_args, reply, status, tool_call
 
 
 async def test_plain_message_gets_the_model_reply(console, model):
     out = await console.say("hello there")
     assert out.strip() == "echo: hello there"
-    system = model.requests[0].messages[0]
-    assert system["role"] == "system" and "Current time:" in system["content"]
+    system, said = model.requests[0].messages[0], model.requests[0].said[-1]
+    assert system["role"] == "system" and "Current time:" not in system["content"]  # same every turn
+    assert said == {"role": "user", "content": "hello there"}  # the time comes after what was said
+    assert "Current time:" in model.requests[0].context and "Chat surface: console" in model.requests[0].context
 
 
 async def test_tool_call_round_trip_is_stored_and_audited(console, model):
@@ -67,7 +69,7 @@ async def test_no_model_configured_names_the_setting_and_commands_still_work(sta
 
 
 async def test_a_message_arriving_mid_turn_waits_its_turn(console, model):
-    model.responder = lambda body: reply(f"done {body['messages'][-1]['content']}")
+    model.responder = lambda body: reply(f"done {last_user_text(body)}")
     model.script(hang(0.5))  # the first request stalls; the client retries after the fake gives up
     await console.console.send_line("first")
     await model.wait_for_requests(1)  # the first turn is now in flight
@@ -78,7 +80,7 @@ async def test_a_message_arriving_mid_turn_waits_its_turn(console, model):
 
 async def test_sessions_run_concurrently(console, model):
     def responder(body):
-        text = body["messages"][-1]["content"]
+        text = last_user_text(body)
         return hang(1.0) if text == "slow" and len(model.requests) == 1 else reply(f"ok {text}")
 
     model.responder = responder

@@ -31,9 +31,9 @@ async def test_a_long_session_sends_a_bounded_context_and_keeps_calls_with_resul
     out = await harness.say("and now?")
     assert out.strip() == "echo: and now?"
     request = model.requests[0]  # (the next one, after the reply, summarises what fell out: test_compaction)
-    chars = sum(len(m.get("content") or "") for m in request.messages[1:])
+    chars = sum(len(m.get("content") or "") for m in request.said[1:])  # the history, without the turn's context
     assert chars <= 6000
-    contents = [m.get("content") for m in request.messages]
+    contents = [m.get("content") for m in request.said]
     assert "answer 2999" in contents and "answer 0" not in contents
     # the fake model rejects a tool result without its call (and vice versa), so reaching here proves
     # no pair was split; check the first kept message starts a turn
@@ -91,7 +91,7 @@ async def test_history_picks_up_messages_written_by_another_process(console, mod
     await Messages(console.gw.store).add(MessageRecord(session_id="console:local", turn_id="elsewhere",
                                                        role="event", content="written elsewhere"))
     await console.say("second")
-    contents = [m["content"] for m in model.requests[-1].messages]
+    contents = [m["content"] for m in model.requests[-1].said]
     assert contents[-4:] == ["first", "echo: first", "[event] written elsewhere", "second"]
 
 
@@ -100,7 +100,7 @@ async def test_context_stays_bounded_turn_after_turn(start_console, make_config,
     for i in range(8):
         await harness.say(f"long message {i} " + "y" * 1500)
     for request in model.requests[1:]:
-        chars = sum(len(m.get("content") or "") for m in request.messages[1:])
+        chars = sum(len(m.get("content") or "") for m in request.said[1:])
         assert chars <= 6000 + 1600  # the budget, plus the newest turn which is always kept
     assert "long message 0" not in str(model.requests[-1].messages)
 

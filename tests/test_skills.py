@@ -64,9 +64,9 @@ async def test_path_escape_is_refused(harness, model):
 async def test_system_prompt_names_skills_without_their_bodies(harness, model):
     model.script(reply("ok"))
     await harness.say("what's on today?")
-    system = model.requests[-1].messages[0]["content"]
-    assert "file-expenses: How the owner files expense receipts each month" in system
-    assert "SECRET-BODY-MARKER" not in system
+    context = model.requests[-1].context  # matched to this message: after it, not in the system prompt
+    assert "file-expenses: How the owner files expense receipts each month" in context
+    assert "SECRET-BODY-MARKER" not in str(model.requests[-1].body)
 
 
 async def test_an_edited_skill_is_seen_without_a_restart(harness, model, skill_root):
@@ -75,7 +75,7 @@ async def test_an_edited_skill_is_seen_without_a_restart(harness, model, skill_r
     write_skill(skill_root, "file-expenses", EXPENSES.replace("each month", "every Friday"))
     model.script(reply("ok"))
     await harness.say("hello again")
-    assert "files expense receipts every Friday" in model.requests[-1].messages[0]["content"]
+    assert "files expense receipts every Friday" in model.requests[-1].context
 
 
 async def test_skill_manage_create_waits_for_approval(harness, model):

@@ -61,7 +61,7 @@ async def test_delegate_task_child_has_its_own_context_and_tools(harness, model)
     child = model.requests[1]
     assert child.tool_names == ["load_toolsets", "session_search"]  # only what it was given
     assert [m["role"] for m in child.messages] == ["system", "user"]  # fresh context: no parent transcript
-    assert child.messages[1]["content"] == f"{TASK}\n\nContext from the requester:\nfrom Lisbon"
+    assert child.said[1]["content"] == f"{TASK}\n\nContext from the requester:\nfrom Lisbon"
     assert "PARENT-MEMORY" not in child.messages[0]["content"]
     assert "delegate_task" not in child.tool_names
     parent_result = next(m for m in model.requests[2].messages if m["role"] == "tool")["content"]

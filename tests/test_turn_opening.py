@@ -53,7 +53,7 @@ async def test_a_plain_turn_opens_with_one_round_trip(trips, start_console, mode
     h = await start_console()
     assert await say_counting(h, trips, "hello") == opening(h)  # the session created in it
     assert await say_counting(h, trips, "and again") == opening(h)  # the cached window topped up in it
-    sent = model.requests[-1].messages
+    sent = model.requests[-1].said
     assert [(m["role"], m["content"]) for m in sent[1:]] == [
         ("user", "hello"), ("assistant", "echo: hello"), ("user", "and again")]
     roles = [m.role for m in await Messages(h.gw.store).recent(SID, 0, 50)]
@@ -69,7 +69,7 @@ async def test_after_a_new_summary_the_window_is_read_whole_in_the_same_trip(tri
         session_id=SID, turn_id=f"summary-{rows[-1].id}", role="summary", content="SUMMARY: island zanzibar",
         meta={"covers_to_id": rows[-1].id}))
     assert await say_counting(h, trips, "which island?") == opening(h)
-    sent = model.requests[-1].messages
+    sent = model.requests[-1].said
     assert [(m["role"], m["content"]) for m in sent[1:]] == [
         ("user", "[summary of the earlier conversation, for context] SUMMARY: island zanzibar"),
         ("user", "which island?")]
@@ -81,7 +81,7 @@ async def test_after_new_the_next_turn_reads_the_new_epoch_in_its_one_trip(trips
     await h.say("before")
     assert "Started a fresh conversation" in await h.say("/new")  # a command gets its session first
     assert await say_counting(h, trips, "after") == opening(h)
-    assert [(m["role"], m["content"]) for m in model.requests[-1].messages[1:]] == [("user", "after")]
+    assert [(m["role"], m["content"]) for m in model.requests[-1].said[1:]] == [("user", "after")]
     rows = await Messages(h.gw.store).recent(SID, 1, 50)
     assert [(m.epoch, m.role, m.content) for m in rows] == [(1, "user", "after"), (1, "assistant", "echo: after")]
 

@@ -52,7 +52,7 @@ class AnthropicClient(HttpModelClient):
         body: dict[str, Any] = {
             "model": model,
             "max_tokens": self.max_tokens,
-            "messages": wire_messages(without_refused(messages), self.source),
+            "messages": history_breakpoints(wire_messages(without_refused(messages), self.source)),
         }
         if self.thinking_budget:
             body["thinking"] = {"type": "enabled", "budget_tokens": self.thinking_budget}
@@ -166,6 +166,35 @@ def system_blocks(messages: list[ChatMessage]) -> list[dict[str, Any]]:
         if rest.strip():
             blocks.append({"type": "text", "text": rest.strip()})
     return blocks
+
+
+def history_breakpoints(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`turns` with the cache breakpoints of the conversation (with the tools' and the system prompt's,
+    four: the most a request may carry).
+
+    - The history: the end of the assistant turn before the turn's own user message (the newest user turn
+      holding text; it carries the turn's `<context>`, which the next turn's request will not repeat).
+      The next turn marks a turn further on, and the API finds this entry by looking back over the blocks
+      before its breakpoint (about 20), so each turn reads the history from the cache and writes what is new.
+    - The tool loop: after a tool round, the end of the request, which the turn's next round repeats.
+
+    A thinking block may not carry a breakpoint: it goes on the last block of the turn that may."""
+    own = next((k for k in range(len(turns) - 1, -1, -1) if turns[k]["role"] == "user"
+                and any(b["type"] != "tool_result" for b in turns[k]["content"])), None)
+    if own is None:
+        return turns
+    if own > 0:
+        _mark(turns[own - 1]["content"])
+    if own < len(turns) - 1:
+        _mark(turns[-1]["content"])
+    return turns
+
+
+def _mark(blocks: list[dict[str, Any]]) -> None:
+    for i in range(len(blocks) - 1, -1, -1):
+        if blocks[i]["type"] not in _THINKING:
+            blocks[i] = {**blocks[i], "cache_control": CACHE}
+            return
 
 
 def read_usage(usage: dict[str, Any]) -> Usage:

@@ -35,7 +35,7 @@ from gateway.turns.history import to_chat
 from gateway.turns.lanes import Lanes
 from gateway.turns.live_reply import LiveReply, abandoned_on_error, live_reply
 from gateway.turns.opening import Opening, SessionKey, open_turn
-from gateway.turns.prompt import system_prompt
+from gateway.turns.prompt import system_prompt, turn_context, with_turn_context
 from gateway.turns.reply_calls import TurnCalls
 from gateway.turns.session_toolsets import session_toolsets
 from gateway.turns.tool_call import ToolCaller
@@ -325,8 +325,8 @@ class Runtime:
             await memory_prompt(self.store, session.user_key, max_memory)
         skills = await skills_prompt(self.services.get("skills"), user_text or event or "") \
             if "skills" in ctx.available else ""
-        convo = [system_prompt(ctx.now(), session.surface, memory, self.config.runtime.instructions, skills)]
-        convo += self.windows.view(session.id, rows)
+        convo = [system_prompt(memory, self.config.runtime.instructions), *self.windows.view(session.id, rows)]
+        convo = with_turn_context(convo, turn_context(ctx.now(), session.surface, skills))
         text = await self._converse(model, session, ctx, convo, due, available=available, loader=loader, live=live,
                                     rounds=max_rounds or self.config.runtime.max_tool_rounds, max_tokens=max_tokens)
         if unstored is None and due:  # no reply of the caller's carries what the turn left: written now

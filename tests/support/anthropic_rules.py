@@ -3,7 +3,8 @@ has the other shapes and says how they are used): responses whole and streamed b
 `AnthropicThinking`, the rules of extended thinking (docs.claude.com, "Extended thinking"): `thinking`
 and `redacted_thinking` blocks with signatures; while a tool loop runs the last assistant message must
 start with one, and each one sent back must be unchanged; `budget_tokens` at least 1024 and below
-`max_tokens`; no field the API does not know.
+`max_tokens`; no field the API does not know (so no `cache_control` on a thinking block); and, from
+"Prompt caching", at most four blocks with `cache_control` in a request (tools, system and messages).
 """
 
 from __future__ import annotations
@@ -59,6 +60,15 @@ def anthropic_error(status: int, message: str, kind: str = "invalid_request_erro
     return Status(status, body={"type": "error", "error": {"type": kind, "message": message}})
 
 
+def breakpoints(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The blocks of a Messages API request that carry `cache_control`: tools, system, then messages."""
+    system = body.get("system")
+    blocks = list(body.get("tools") or []) + (system if isinstance(system, list) else [])
+    for m in body.get("messages") or []:
+        blocks += m["content"] if isinstance(m["content"], list) else []
+    return [b for b in blocks if "cache_control" in b]
+
+
 _BLOCK_FIELDS = {
     "text": {"type", "text", "cache_control", "citations"}, "image": {"type", "source", "cache_control"},
     "tool_use": {"type", "id", "name", "input", "cache_control"},
@@ -100,6 +110,8 @@ class AnthropicThinking:
 
     def __call__(self, kind: Kind, body: dict[str, Any]) -> Step | None:
         messages = body.get("messages") or []
+        if (marked := len(breakpoints(body))) > 4:
+            return anthropic_error(400, f"A maximum of 4 blocks with cache_control may be provided. Found {marked}.")
         for i, m in enumerate(messages):
             for j, block in enumerate(m["content"] if isinstance(m["content"], list) else []):
                 extra = set(block) - _BLOCK_FIELDS.get(block.get("type"), set(block))

@@ -149,6 +149,22 @@ class ModelRequest:
         return list(self.body.get("messages") or [])
 
     @property
+    def said(self) -> list[dict[str, Any]]:
+        """`messages` with the turn's `<context>` block taken off the user message carrying it: what the
+        conversation says, for a test about the conversation rather than the context."""
+        return [_without_context_message(m) for m in self.messages]
+
+    @property
+    def context(self) -> str:
+        """The turn's `<context>` block ("" when the request has none)."""
+        for said, sent in zip(self.said, self.messages, strict=True):
+            if said != sent:
+                text = sent["content"] if isinstance(sent["content"], str) else \
+                    "".join(p.get("text", "") for p in sent["content"])
+                return "<context>\n" + text.rpartition("<context>\n")[2]
+        return ""
+
+    @property
     def images(self) -> list[tuple[str, bytes]]:
         """Every image part of the request, oldest first, as (MIME type, decoded bytes): OpenAI
         `image_url` data URLs and Anthropic `image` blocks with a base64 source."""
@@ -172,17 +188,34 @@ class ModelRequest:
 
 
 def last_user_text(body: Mapping[str, Any]) -> str:
-    """The text of the last user message holding text, in either format (tool results are skipped)."""
+    """What the person wrote in the last user message holding text, in either format (tool results are
+    skipped): without the `<context>` block Anyy adds after it (gateway/turns/prompt.py)."""
     for message in reversed(body.get("messages") or []):
         if message.get("role") != "user":
             continue
         content = message.get("content")
         if isinstance(content, str):
-            return content
+            return without_context(content)
         texts = [part.get("text", "") for part in content or [] if part.get("type") == "text"]
         if texts:
-            return "\n".join(texts)
+            return without_context("\n".join(texts))
     return ""
+
+
+def _without_context_message(message: dict[str, Any]) -> dict[str, Any]:
+    content = message.get("content")
+    if message.get("role") != "user" or not content:
+        return message
+    if isinstance(content, str):
+        return {**message, "content": without_context(content)}
+    return {**message, "content": [{**p, "text": without_context(p["text"])} if p.get("type") == "text" else p
+                                   for p in content]}
+
+
+def without_context(text: str) -> str:
+    """`text` without the turn's `<context>` block at its end (there is one on a turn's newest message)."""
+    head, sep, tail = text.rpartition("<context>\n")
+    return head.removesuffix("\n\n") if sep and tail.endswith("</context>") else text
 
 
 def echo(body: Mapping[str, Any]) -> Step:
