@@ -6,7 +6,7 @@ Messages and replies have typical chat lengths (~80 and ~400 characters); every 
 first. Measured on the messages as sent (JSON per message, compared message by message, then character by
 character within the first that differs). Beside it, what a layout with the clock in the system prompt
 could reuse once the minute has changed (in a real chat, almost every turn): the system prompt's part
-before the clock.
+before the clock. The summariser's requests (compaction) are left out: they are not the chat's.
 
     .venv/bin/python bench/prompt_prefix.py [--turns 60]
 """
@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.fixtures.model import reply, start_fake_model, tool_call  # noqa: E402
 
+SUMMARISER = "You maintain the memory"  # gateway/turns/compaction.py's requests are not the chat's
 REPLY = ("Sure. " + "Here is what I found and what I would do next, in short. " * 7).strip()
 
 
@@ -69,6 +70,7 @@ def main() -> None:
         requests = fake.requests
     finally:
         fake.stop()
+    requests = [r for r in requests if not str(r.messages[0]["content"]).startswith(SUMMARISER)]
     firsts = [i for i, r in enumerate(requests) if r.messages[-1]["role"] == "user"]
     shares, clock_shares = [], []
     for i in firsts[1:]:
@@ -79,8 +81,9 @@ def main() -> None:
         clock = system.find("Current time:")
         clock_shares.append((clock if clock >= 0 else len(system)) / total)
     print(f"{len(requests)} requests, {len(firsts)} turns; a turn's first request, share repeating the one before:")
+    missed = [n + 1 for n, share in enumerate(shares) if share < 0.5]
     print(f"  this layout:              p50 {statistics.median(shares):.1%}  min {min(shares):.1%}  "
-          f"last {shares[-1]:.1%}")
+          f"last {shares[-1]:.1%}; under half at turns {missed} (the window's start changed)")
     print(f"  clock in the system prompt: p50 {statistics.median(clock_shares):.1%}  (once the minute changed)")
 
 
