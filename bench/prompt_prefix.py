@@ -14,6 +14,7 @@ before the clock. The summariser's requests (compaction) are left out: they are 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import statistics
@@ -25,7 +26,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.fixtures.model import reply, start_fake_model, tool_call  # noqa: E402
+from tests.fixtures.model import reply, start_fake_model, tool_call
 
 SUMMARISER = "You maintain the memory"  # gateway/turns/compaction.py's requests are not the chat's
 REPLY = ("Sure. " + "Here is what I found and what I would do next, in short. " * 7).strip()
@@ -42,7 +43,7 @@ def reused(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> int:
         if a == b:
             done += len(b)
             continue
-        return done + len(os.path.commonprefix([a, b]))
+        return done + sum(1 for _ in itertools.takewhile(lambda pair: pair[0] == pair[1], zip(a, b, strict=False)))
     return done
 
 

@@ -175,6 +175,7 @@ async def test_persistent_server_error_is_unavailable(provider: str, model: Fake
             await c.complete(user("x"), [])
     base = model.url_openai if provider == "openai" else model.url_anthropic
     assert str(err.value).startswith(f"the model at {base} is not answering: HTTP 503 Service Unavailable")
+    assert err.value.status == 503  # the last answer's, for a caller that tells causes apart
     assert len(model.requests) == 3
 
 
@@ -210,6 +211,7 @@ async def test_connection_refused(provider: str, model: FakeModel) -> None:
             with pytest.raises(ModelUnavailable) as err:
                 await c.complete(user("x"), [])
     assert f"the model at {url}" in str(err.value) and "connection refused" in str(err.value)
+    assert err.value.status is None  # no answer at all
 
 
 async def test_unauthorized_is_not_retried_and_hides_the_key(provider: str, model: FakeModel) -> None:
@@ -222,7 +224,7 @@ async def test_unauthorized_is_not_retried_and_hides_the_key(provider: str, mode
             await c.complete(user("x"), [])
     text = str(err.value)
     assert 'HTTP 401 Unauthorized; the provider says: "Incorrect API key provided' in text and "$ANYY_TEST_KEY" in text
-    assert KEY not in text
+    assert KEY not in text and err.value.status == 401
     assert len(model.requests) == 1 and model.remaining == 1
 
 

@@ -67,6 +67,11 @@ async def test_provider_errors_are_said_plainly(home, model):
         (status(429, body={"error": {"message": "You exceeded your current quota, please check your plan and "
                                                 "billing details.", "type": "insufficient_quota",
                                      "code": "insufficient_quota"}}), "no credit: the account behind this key"),
+        # DeepSeek's "402 - Insufficient Balance" and Gemini's bad key, a 400 whose body is a list
+        (status(402, body={"error": {"message": "Insufficient Balance", "type": "unknown_error"}}),
+         "no credit: the account behind this key"),
+        (status(400, body=[{"error": {"code": 400, "message": "API key not valid. Please pass a valid API key.",
+                                      "status": "INVALID_ARGUMENT"}}]), "bad key: the provider refused the key"),
     ]
     for step, said in cases:
         model.script(step)

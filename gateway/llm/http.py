@@ -222,9 +222,9 @@ class HttpModelClient(abc.ABC):
         with contextlib.suppress(httpx.HTTPError):
             content, _ = await read_at_most(response, MAX_ERROR_BYTES)
         if status >= 500 or status in _RETRYABLE_4XX:
-            raise TransientError(self._status_text(response, content), parse_retry_after(response.headers))
+            raise TransientError(self._status_text(response, content), parse_retry_after(response.headers), status)
         raise ModelUnavailable(f"the model at {self._where} refused the request: "
-                               f"{self._status_text(response, content)}{self._hint(status)}")
+                               f"{self._status_text(response, content)}{self._hint(status)}", status)
 
     async def _events(self, response: httpx.Response) -> AsyncIterator[tuple[str, str]]:
         """The response's events; a broken or silent connection becomes a TransientError."""
@@ -255,10 +255,10 @@ class HttpModelClient(abc.ABC):
             raise TransientError(_describe_transport_error(exc)) from None
         status = response.status_code
         if status >= 500 or status in _RETRYABLE_4XX:
-            raise TransientError(self._status_text(response, content), parse_retry_after(response.headers))
+            raise TransientError(self._status_text(response, content), parse_retry_after(response.headers), status)
         if status >= 400:
             raise ModelUnavailable(f"the model at {self._where} refused the request: "
-                                   f"{self._status_text(response, content)}{self._hint(status)}")
+                                   f"{self._status_text(response, content)}{self._hint(status)}", status)
         if not whole:
             raise ModelUnavailable(too_large(self._where, f"it sent an answer larger than "
                                                           f"{MAX_ANSWER_BYTES // (1024 * 1024)} MB"))

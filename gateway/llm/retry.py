@@ -28,13 +28,15 @@ class TransientError(Exception):
     """One attempt failed in a way that may succeed later.
 
     `cause` is phrased for a person ("HTTP 503 Service Unavailable", "connection refused");
-    `retry_after` is the wait in seconds the server asked for, if it did.
+    `retry_after` is the wait in seconds the server asked for, if it did; `status` the HTTP status, if
+    there was an answer.
     """
 
-    def __init__(self, cause: str, retry_after: float | None = None) -> None:
+    def __init__(self, cause: str, retry_after: float | None = None, status: int | None = None) -> None:
         super().__init__(cause)
         self.cause = cause
         self.retry_after = retry_after
+        self.status = status
 
 
 @dataclass(frozen=True)
@@ -101,13 +103,13 @@ async def with_retries(
     """
     if not models:
         raise ValueError("with_retries needs at least one model")
-    cause = ""
+    cause, status = "", None
     for index, model in enumerate(models):
         for retry in range(policy.max_retries + 1):
             try:
                 return await attempt(model)
             except TransientError as exc:
-                cause = exc.cause
+                cause, status = exc.cause, exc.status
                 if retry == policy.max_retries:
                     break
                 delay = policy.delay(retry, exc.retry_after)
@@ -121,4 +123,4 @@ async def with_retries(
     tried = f"{policy.max_retries + 1} attempt(s)"
     if len(models) > 1:
         tried += f" each for {', '.join(repr(m) for m in models)}"
-    raise ModelUnavailable(f"the model at {where} is not answering: {cause} ({tried})")
+    raise ModelUnavailable(f"the model at {where} is not answering: {cause} ({tried})", status)

@@ -98,7 +98,13 @@ class ModelReply(BaseModel):
 
 class ModelUnavailable(Exception):
     """The model could not be reached or kept failing after retries (and fallback). The message is
-    written for the person: it names the URL and the cause, never a key."""
+    written for the person: it names the URL and the cause, never a key. `status` is the HTTP status of
+    the last answer when there was one (401 a refused key, 402 no credit, 404 an unknown model, ...), so
+    a caller tells the causes apart without reading the words."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class ModelCutOff(ModelUnavailable):

@@ -3,7 +3,6 @@ outcome is said in words ("works, calls tools", "works, but does not call tools"
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,13 +61,13 @@ async def ollama_models(base: str = OLLAMA) -> list[str] | None:
         return None
 
 
-def plain_error(message: str, cfg: ModelConfig) -> str:
-    """The provider's refusal in words: a bad key, an unknown model, no credit, nothing answering."""
+def plain_error(message: str, status: int | None, cfg: ModelConfig) -> str:
+    """The provider's refusal in words: a bad key, an unknown model, no credit, nothing answering.
+    `status` is the HTTP status of the answer (None without one); providers word the rest their own way."""
     low = message.lower()
-    status = int(m.group(1)) if (m := re.search(r"HTTP (\d{3})", message)) else None
     if status == 402 or any(w in low for w in ("credit", "quota", "billing", "balance", "payment")):
         return f"no credit: the account behind this key has no credit left (add some at the provider). ({message})"
-    if status in (401, 403):
+    if status in (401, 403) or "api key not valid" in low:  # Gemini says it with a 400
         return f"bad key: the provider refused the key in ${cfg.api_key_env}. ({message})"
     if status == 404 or "model_not_found" in low or "does not exist" in low:
         return f"unknown model: {cfg.model!r} is not a model at {cfg.base_url}. ({message})"
@@ -87,7 +86,7 @@ async def live_test(cfg: ModelConfig, key: str | None) -> tuple[bool, str]:
         reply = await client.complete([ChatMessage(role="user", content=CHECK_PROMPT)],
                                       [ToolSchema.model_validate(CHECK_TOOL)])
     except ModelUnavailable as exc:
-        return False, plain_error(str(exc), cfg)
+        return False, plain_error(str(exc), exc.status, cfg)
     finally:
         await client.aclose()
     return True, CALLS_TOOLS if any(c.name == CHECK_TOOL["name"] for c in reply.tool_calls) else NO_TOOLS
