@@ -23,7 +23,7 @@ from gateway.config import Config, secret
 from gateway.llm import make_client
 from gateway.llm.types import ModelClient
 from gateway.outbox import OutboxService
-from gateway.retention import TRIGGER_EVENTS_KEPT, Sweep, run_sweeps, sweep_once
+from gateway.retention import AUTOMATION_RUNS_KEPT, TRIGGER_EVENTS_KEPT, Sweep, run_sweeps, sweep_once
 from gateway.services.availability import availability
 from gateway.services.budget import ALLOW_ACTION, run_allowance
 from gateway.services.factory import GatewayPorts, SurfaceStatus, build_services
@@ -35,6 +35,7 @@ from gateway.turns.tool_call import ToolCaller
 from gateway.turns.tool_context import TurnContext
 from store import leases
 from store.audit import Audit
+from store.automations import Automations
 from store.db import Store
 from store.journal import ToolJournal
 from store.records import ApprovalRecord, AutomationRecord, Inbound, Origin, parse_iso
@@ -241,8 +242,9 @@ class Gateway:
             kept = timedelta(days=self.config.artifacts.retention_days)
             sweeps["artifacts"] = lambda: artifacts.sweep(kept)
         if "automations" in self.services:
-            events = TriggerEvents(self.store)
+            events, runs = TriggerEvents(self.store), Automations(self.store)
             sweeps["trigger_events"] = lambda: events.prune(TRIGGER_EVENTS_KEPT)
+            sweeps["automation_runs"] = lambda: runs.prune_runs(AUTOMATION_RUNS_KEPT)
         return sweeps
 
     async def _settle(self) -> None:

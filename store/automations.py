@@ -7,6 +7,7 @@ per slot succeed, whichever process or restart makes it.
 from __future__ import annotations
 
 import builtins
+from datetime import datetime, timedelta
 from typing import Any
 
 from store.audit import add_audit
@@ -174,6 +175,14 @@ class Automations:
             return taken
 
         return await self.store.run(op)
+
+    async def prune_runs(self, kept: timedelta, now: datetime | None = None) -> int:
+        """Delete finished runs (delivered or failed) started more than `kept` ago; returns how many. A
+        claimed run is never deleted: its delivery is still owed. An old slot is never claimed again
+        (schedules only move forward), so an old run's row guards nothing."""
+        cutoff = iso((now or utcnow()) - kept)
+        return await self.store.run(lambda db: int(db.execute(
+            "DELETE FROM automation_runs WHERE status <> 'claimed' AND started_at < ?", [cutoff]).rowcount))
 
     async def history(self, automation_id: str, limit: int = 20) -> builtins.list[AutomationRun]:
         """The most recent runs of one automation, newest first."""

@@ -91,11 +91,12 @@ class TriggerEvents:
         delivery retried at the next start needs the event); returns how many."""
         cutoff = iso((now or utcnow()) - kept)
 
+        # The unfinished runs are read once (a handful), not looked up per event: automation_runs has no
+        # index on its slots' status, and a correlated lookup scanned it once per expired event.
         def op(db: Database) -> int:
             return int(db.execute(
-                "DELETE FROM trigger_events WHERE recorded_at < ? AND NOT EXISTS (SELECT 1 FROM automation_runs r"
-                f" WHERE r.status = 'claimed' AND r.scheduled_for = trigger_events.recorded_at || '{_SLOT_SEP}'"
-                " || trigger_events.key)", [cutoff]).rowcount)
+                f"DELETE FROM trigger_events WHERE recorded_at < ? AND recorded_at || '{_SLOT_SEP}' || key NOT IN"
+                " (SELECT scheduled_for FROM automation_runs WHERE status = 'claimed')", [cutoff]).rowcount)
 
         return await self.store.run(op)
 

@@ -17,7 +17,7 @@ from store.approvals import Approvals
 from store.records import AutomationRecord, MessageRecord, ToolCallRecord, iso, utcnow
 from tests.fixtures.model import reply, tool_call
 from tests.support import side_effects
-from tests.support.model_wire import wire_problem
+from tests.support.model_wire_rules import wire_problem
 from tests.support.side_effects import TESTING
 from toolsets.registry import TOOLSETS
 
@@ -77,7 +77,7 @@ async def test_a_prompt_automation_rerun_for_the_same_slot_continues_its_turn(st
     assert await gw.run_prompt(rec, slot) == "Added milk."  # the same turn, continued: not asked again
     tasks = await gw.store.run(lambda db: [r["title"] for r in db["tasks"].rows])
     assert tasks == ["milk"]
-    last = model.requests[-1].messages
+    last = model.requests[-1].said
     assert [m["content"] for m in last if m["role"] == "tool"] == [UNKNOWN_OUTCOME]
     assert last[-1]["role"] == "tool"  # the continuation of the turn, not the prompt asked a second time
     assert [m["content"] for m in last if m["role"] == "user"] == ["add milk to my tasks"]

@@ -1,6 +1,6 @@
-"""Recorded trigger events are not kept forever (gateway.retention): past 30 days an event goes, unless a
-run it started is still unfinished (the next start delivers that run and needs the event); the gateway
-sweeps at start."""
+"""Recorded trigger events and finished automation runs are not kept forever (gateway.retention): past 30
+days an event goes, unless a run it started is still unfinished (the next start delivers that run and
+needs the event); past 90 days a finished run goes, a claimed one never; the gateway sweeps at start."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from gateway.retention import TRIGGER_EVENTS_KEPT
+from gateway.retention import AUTOMATION_RUNS_KEPT, TRIGGER_EVENTS_KEPT
 from store.automations import Automations
 from store.db import Store
 from store.records import AutomationRecord, Origin, iso, utcnow
@@ -66,3 +66,18 @@ async def test_the_gateway_sweeps_old_trigger_events_at_start(start_console: Any
     again = await start_console()
     assert await TriggerEvents(again.gw.store).get("hook:a1:old") is None
     assert await TriggerEvents(again.gw.store).get("hook:a1:new") is not None
+
+
+@pytest.mark.both_backends
+async def test_finished_runs_go_after_ninety_days_and_claimed_ones_stay(store: Store) -> None:
+    runs = Automations(store)
+    automation = await _automation(store)
+    _, delivered = await _fired(store, automation, "hook:a1:delivered")
+    _, failed = await _fired(store, automation, "hook:a1:failed")
+    _, claimed = await _fired(store, automation, "hook:a1:claimed")
+    await runs.finish_run(delivered, "delivered", "ok")
+    await runs.finish_run(failed, "failed", "no")
+    assert await runs.prune_runs(AUTOMATION_RUNS_KEPT) == 0  # all started just now
+    later = utcnow() + AUTOMATION_RUNS_KEPT + timedelta(days=1)
+    assert await runs.prune_runs(AUTOMATION_RUNS_KEPT, now=later) == 2
+    assert [r.id for r in await runs.history(automation)] == [claimed]  # its delivery is still owed
