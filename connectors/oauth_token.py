@@ -2,7 +2,10 @@
 
 The gateway's account service (gateway/accounts) implements the provider: it returns a valid access token
 for one account and resource, refreshing it first when it is about to expire, and raises `SignInNeeded`
-when the account can no longer get one (revoked, expired refresh token, never signed in).
+when the account can no longer get one (revoked, expired refresh token, never signed in), or
+`TokenUnavailable` when it is still signed in but no token can be had right now (the token endpoint is
+unreachable, or refused the OAuth client itself). Either is raised before anything reaches a mail or
+calendar server, so the caller knows nothing was sent or changed.
 
 A server may refuse a token before its recorded expiry (a revoked grant, Microsoft's continuous access
 evaluation, a token cut off early). The connector then asks again, naming the token that was refused:
@@ -29,5 +32,17 @@ class SignInNeeded(Exception):
 
     def __init__(self, account: str, reason: str) -> None:
         super().__init__(f"account {account!r} needs signing in again ({reason}): run `anyy accounts add {account}`")
+        self.account = account
+        self.reason = reason
+
+
+class TokenUnavailable(Exception):
+    """The account is signed in, but no live access token can be had right now: its provider's token
+    endpoint cannot be reached, or it refused the OAuth client (a missing or wrong client secret). Nothing
+    reached a mail or calendar server. Its text is one line naming the account and what to do, never a
+    token."""
+
+    def __init__(self, account: str, reason: str, remedy: str = "try again later") -> None:
+        super().__init__(f"account {account!r} cannot get an access token right now ({reason}); {remedy}")
         self.account = account
         self.reason = reason

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from store.records import Record
 
-AccountStatus = Literal["connected", "expired"]
+AccountStatus = Literal["connected", "expired", "client refused"]
 
 _SCHEMA = """
 CREATE TABLE accounts (
@@ -26,6 +26,7 @@ CREATE TABLE accounts (
     provider TEXT NOT NULL,             -- google | microsoft
     address TEXT NOT NULL,              -- learned at sign-in
     status TEXT NOT NULL,               -- connected | expired (the provider refused the refresh token)
+                                        -- | client refused (it refused the OAuth client: until a refresh works)
     scopes TEXT NOT NULL,               -- JSON list, as granted
     refresh_token TEXT NOT NULL,        -- Fernet ciphertext
     generation INTEGER NOT NULL,        -- bumped by every sign-in
@@ -114,12 +115,12 @@ def save_sign_in(db: Any, *, name: str, provider: str, address: str, scopes: lis
 def save_refresh(db: Any, *, name: str, generation: int, resources: Sequence[str], access_token: str,
                  expires_at: str, refresh_token: str | None, now: str) -> bool:
     """Store a refreshed access token for `resources` (and the rotated refresh token, when the provider sent
-    one) if the account is still at `generation`; False when a sign-in, a removal or an expiry came in
-    between."""
+    one) if the account is still at `generation`, and mark it connected again (a refused client works
+    again); False when a sign-in, a removal or an expiry came in between."""
     with db.atomic():
         cur = db.execute(
-            "UPDATE accounts SET refresh_token = coalesce(?, refresh_token), updated_at = ?"
-            " WHERE name = ? AND generation = ? AND status = 'connected'",
+            "UPDATE accounts SET refresh_token = coalesce(?, refresh_token), status = 'connected', updated_at = ?"
+            " WHERE name = ? AND generation = ? AND status <> 'expired'",
             [refresh_token, now, name, generation])
         if cur.rowcount != 1:
             return False
@@ -137,12 +138,21 @@ def mark_expired(db: Any, name: str, generation: int, refresh_token: str, now: s
     the others find it done, or the row holds another refresh token (rotated by a refresh in between)."""
     with db.atomic():
         cur = db.execute("UPDATE accounts SET status = 'expired', refresh_token = '', updated_at = ?"
-                         " WHERE name = ? AND generation = ? AND status = 'connected' AND refresh_token = ?",
+                         " WHERE name = ? AND generation = ? AND status <> 'expired' AND refresh_token = ?",
                          [now, name, generation, refresh_token])
         if cur.rowcount != 1:
             return False
         db.execute("DELETE FROM account_tokens WHERE account = ?", [name])
     return True
+
+
+def mark_client_refused(db: Any, name: str, generation: int, now: str) -> bool:
+    """The provider refused the OAuth client when sign-in `generation` was refreshed: the account's tokens
+    stay (fixing the client's secret and restarting brings it back), but it no longer counts as connected.
+    True when this call made the change."""
+    cur = db.execute("UPDATE accounts SET status = 'client refused', updated_at = ?"
+                     " WHERE name = ? AND generation = ? AND status = 'connected'", [now, name, generation])
+    return bool(cur.rowcount == 1)
 
 
 def unnotified(db: Any) -> list[tuple[str, int]]:

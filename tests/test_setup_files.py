@@ -78,6 +78,14 @@ def test_save_keeps_comments_and_other_lines_and_the_shell_reads_the_same(tmp_pa
         save_secrets(tmp_path / "other.env", {"K": "a\nb"})
 
 
+def test_save_refuses_a_name_that_is_not_a_variable_and_writes_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "secrets.env"
+    path.write_text("A_KEY=old\n")
+    with pytest.raises(SecretsError, match=r"'ANYY_MY-WORK_CLIENT_SECRET' is not a variable name.*nothing was written"):
+        save_secrets(path, {"A_KEY": "new", "ANYY_MY-WORK_CLIENT_SECRET": "x"})
+    assert read_secrets(path) == {"A_KEY": "old"}  # the file still reads: every `anyy` command loads it
+
+
 def test_the_environment_wins_over_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "secrets.env"
     save_secrets(path, {"ANYY_T_SET": "from-file", "ANYY_T_UNSET": "from-file"})

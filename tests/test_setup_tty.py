@@ -141,3 +141,32 @@ async def test_ctrl_c_while_waiting_for_start_skips_telegram(home, tg):
         raise
     assert "(skipped telegram)" in out and "Traceback" not in out, out
     assert await finish(term) == 1
+
+
+async def test_an_account_named_with_a_dash_keeps_its_secret_in_a_valid_variable(home):
+    term = await on_a_pty("setup", "accounts", env=home)
+    try:
+        await term.expect(r"A name for the account.*:")
+        term.type("my-work\r")
+        await term.expect(r"Which provider\?.*:")
+        term.type("google\r")
+        await term.expect(r"The OAuth client ID:")
+        term.type("1234-anyytest.apps.googleusercontent.com\r")
+        await term.expect(r"The OAuth client secret.*typed without echo:")
+        term.type("GOCSPX-typed-secret\r")
+        await term.expect(r"Open this link in a browser")  # saved: `anyy accounts add my-work` signs in
+        term.process.send_signal(signal.SIGINT)
+        await term.expect(r"skipped accounts")
+    except BaseException:
+        await finish(term, 0)
+        raise
+    await finish(term)
+    secrets = (Path(home["HOME"]) / ".config/anyy/secrets.env").read_text()
+    assert "ANYY_MY_WORK_CLIENT_SECRET=GOCSPX-typed-secret" in secrets, secrets
+    config = tomllib.loads((Path(home["HOME"]) / ".config/anyy/config.toml").read_text())
+    assert config["accounts"]["my-work"]["client_secret_env"] == "ANYY_MY_WORK_CLIENT_SECRET"
+    # Every later command reads secrets.env without tripping on it.
+    listed = await asyncio.create_subprocess_exec(*ANYY, "accounts", "list", env=home, stdout=asyncio.subprocess.PIPE,
+                                                  stderr=asyncio.subprocess.STDOUT)
+    out, _ = await asyncio.wait_for(listed.communicate(), SUBPROCESS_S)
+    assert listed.returncode == 0 and "my-work" in out.decode(), out.decode()

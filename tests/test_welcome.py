@@ -78,3 +78,13 @@ def test_welcome_lists_connected_accounts_and_examples_for_what_is_there() -> No
     assert "Accounts connected: personal (me@example.com)." in text
     assert "• What's on my calendar tomorrow?" in text and "• Any mail from my bank" in text
     assert "read, sort and draft your mail" in text
+
+
+async def test_password_mail_and_calendar_count_as_connected_accounts(start_console: Any, make_config: Any) -> None:
+    harness = await start_console(make_config(
+        email={"imap_host": "127.0.0.1", "smtp_host": "127.0.0.1", "username": "me@example.com",
+               "from_address": "me@example.com"},
+        calendar={"url": "https://127.0.0.1:9/dav/", "username": "me@example.com"}, **WELCOME))
+    out = await harness.say("hello")
+    assert "Accounts connected: default (me@example.com)." in out, out  # one account serving both
+    assert "No mail or calendar account is connected yet" not in out

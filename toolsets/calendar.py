@@ -27,7 +27,7 @@ from zoneinfo import ZoneInfo
 
 from pydantic import BaseModel
 
-from connectors.oauth_token import SignInNeeded
+from connectors.oauth_token import SignInNeeded, TokenUnavailable
 from toolsets.accounts import AccountClients, accounts_of
 from toolsets.base import (
     ApprovalPolicy,
@@ -116,7 +116,7 @@ def _errors() -> Iterator[None]:
         yield
     except CalendarConflict:
         raise ToolError(CONFLICT) from None
-    except (CalendarError, SignInNeeded) as exc:
+    except (CalendarError, SignInNeeded, TokenUnavailable) as exc:
         raise ToolError(str(exc)) from None
 
 
@@ -203,7 +203,7 @@ async def calendar_status(ctx: ToolContext, account: OptStr = None) -> str:
             _, client = await accounts.pick(name)
             calendars = await client.calendars(refresh=True)
             default = await client.calendar()
-        except SignInNeeded as exc:
+        except (SignInNeeded, TokenUnavailable) as exc:
             return str(exc)
         except CalendarError as exc:
             return f"Calendar server {client.server}: not working: {exc}"

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import Field, ValidationError
 
 from connectors.mailerrors import EmailError
-from connectors.oauth_token import SignInNeeded
+from connectors.oauth_token import SignInNeeded, TokenUnavailable
 from store.drafts import Drafts
 from store.records import EmailDraftRecord
 from toolsets.accounts import AccountClients, accounts_of
@@ -83,7 +83,7 @@ def _errors(ctx: ToolContext) -> Iterator[None]:
         yield
     except EmailError as exc:
         raise ToolError(_told(ctx, exc)) from None
-    except SignInNeeded as exc:
+    except (SignInNeeded, TokenUnavailable) as exc:
         raise ToolError(str(exc)) from None
 
 
@@ -180,7 +180,7 @@ async def email_status(ctx: ToolContext, account: OptStr = None) -> str:
         try:
             _, client = await accounts.pick(name)
             status = await client.status()
-        except SignInNeeded as exc:
+        except (SignInNeeded, TokenUnavailable) as exc:
             return [str(exc)]
         lines = [f"Mailbox {status.account}: IMAP {status.imap}; SMTP {status.smtp}."]
         if status.messages is not None:
@@ -360,6 +360,9 @@ async def _send(ctx: ToolContext, args: Any, payload: dict[str, Any]) -> str:
     except SignInNeeded as exc:  # raised before anything reached the server
         await drafts.unmark_sent(ctx.user_key, draft_id)
         raise ToolError(f"not sent: {exc} (draft {draft_id} is kept and can be sent once reconnected)") from None
+    except TokenUnavailable as exc:  # likewise: no token, so the server was never given the message
+        await drafts.unmark_sent(ctx.user_key, draft_id)
+        raise ToolError(f"not sent: {exc} (draft {draft_id} is kept: send it again then)") from None
     except EmailError as exc:
         if exc.maybe_sent:
             raise ToolError(f"{_told(ctx, exc)} (draft {draft_id} is kept as sent so it cannot go out twice)") from None

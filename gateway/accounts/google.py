@@ -26,7 +26,7 @@ from urllib.parse import urlencode
 
 from pydantic import SecretStr
 
-from gateway.accounts.grant import GrantRefused, OAuthError, Resource, SignedIn, TokenGrant
+from gateway.accounts.grant import GrantRefused, OAuthError, Resource, SignedIn, TokenGrant, token_error
 from gateway.accounts.loopback import Loopback
 
 if TYPE_CHECKING:
@@ -103,7 +103,7 @@ async def _token_request(http: httpx.AsyncClient, url: str, form: dict[str, str]
         error = body.get("error", f"HTTP {response.status_code}")
         detail = body.get("error_description", "")
         message = f"the token endpoint refused the code: {error}" + (f" ({detail})" if detail else "")
-        raise GrantRefused(message) if error == "invalid_grant" else OAuthError(message)
+        raise token_error(error, message)
     return body
 
 
@@ -157,10 +157,11 @@ class GoogleOAuth:
             creds.refresh(Request())
         except google.auth.exceptions.RefreshError as exc:
             data = exc.args[1] if len(exc.args) > 1 and isinstance(exc.args[1], dict) else {}
-            if data.get("error") == "invalid_grant":
+            error = data.get("error")
+            if error == "invalid_grant":
                 detail = data.get("error_description") or "invalid_grant"
                 raise GrantRefused(f"Google refused the refresh token: {detail}") from None
-            raise OAuthError(f"Google's token endpoint failed: {data.get('error') or 'no usable answer'}") from None
+            raise token_error(error, f"Google's token endpoint failed: {error or 'no usable answer'}") from None
         except google.auth.exceptions.TransportError as exc:
             raise OAuthError(f"cannot reach Google's token endpoint: {exc.__class__.__name__}") from None
         if not creds.token or creds.expiry is None:

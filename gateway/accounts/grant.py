@@ -12,7 +12,7 @@ from pydantic import BaseModel, SecretStr
 
 from gateway.config.accounts import Resource
 
-__all__ = ["GrantRefused", "OAuthError", "Resource", "SignedIn", "TokenGrant"]
+__all__ = ["ClientRefused", "GrantRefused", "OAuthError", "Resource", "SignedIn", "TokenGrant", "token_error"]
 
 
 class TokenGrant(BaseModel):
@@ -45,3 +45,19 @@ class GrantRefused(Exception):
 class OAuthError(Exception):
     """Any other failure talking to the authorization server (network, 5xx, an answer we cannot read):
     retry later; the account stays connected."""
+
+
+class ClientRefused(OAuthError):
+    """The authorization server refused the OAuth client itself (`invalid_client`, `unauthorized_client`):
+    its secret is missing or wrong (not in secrets.env, say), or the client id is wrong or was deleted. The
+    sign-in is intact: fixing the configuration and restarting helps, signing in again does not."""
+
+
+CLIENT_ERRORS = frozenset({"invalid_client", "unauthorized_client"})
+
+
+def token_error(error: object, message: str) -> Exception:
+    """The exception for a token endpoint's `error` code: GrantRefused, ClientRefused or OAuthError."""
+    if error == "invalid_grant":
+        return GrantRefused(message)
+    return ClientRefused(message) if error in CLIENT_ERRORS else OAuthError(message)

@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 
 from pydantic import SecretStr
 
-from gateway.accounts.grant import GrantRefused, OAuthError, Resource, SignedIn, TokenGrant
+from gateway.accounts.grant import OAuthError, Resource, SignedIn, TokenGrant, token_error
 from gateway.accounts.loopback import Loopback
 
 if TYPE_CHECKING:
@@ -189,7 +189,7 @@ def _said(answer: dict[str, Any]) -> str:
 def _grant(answer: dict[str, Any], doing: str) -> TokenGrant:
     if "access_token" not in answer:
         message = f"Microsoft refused {doing}: {_said(answer)}"
-        raise GrantRefused(message) if answer.get("error") == "invalid_grant" else OAuthError(message)
+        raise token_error(answer.get("error"), message)
     refresh = answer.get("refresh_token")
     return TokenGrant(access_token=SecretStr(answer["access_token"]),
                       expires_at=datetime.now(UTC) + timedelta(seconds=int(answer.get("expires_in", 3600))),

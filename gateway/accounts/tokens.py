@@ -15,7 +15,11 @@ meanwhile), which is served instead.
 
 A refresh the provider refuses (`GrantRefused`: revoked, expired, a Google app left in Testing) marks the
 account expired; `on_expired` is then called so the gateway tells each owner once, and every later call
-raises `SignInNeeded`. Nothing here logs, raises or returns a token except `token()` itself.
+raises `SignInNeeded`. A refresh that cannot be had right now (the token endpoint unreachable, or
+refusing the OAuth client: `ClientRefused`, a secret missing from secrets.env) raises `TokenUnavailable`
+while the stored token is past use, so a tool knows nothing went out; a refused client also marks the
+account "client refused" until a refresh works again. Nothing here logs, raises or returns a token except
+`token()` itself.
 """
 
 from __future__ import annotations
@@ -28,10 +32,10 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from connectors.oauth_token import SignInNeeded, TokenProvider
-from gateway.accounts.grant import GrantRefused, OAuthError, SignedIn, TokenGrant
+from connectors.oauth_token import SignInNeeded, TokenProvider, TokenUnavailable
+from gateway.accounts.grant import ClientRefused, GrantRefused, OAuthError, SignedIn, TokenGrant
 from gateway.accounts.providers import OAuthProvider, oauth_provider
-from gateway.accounts.state import AccountState, account_state, missing_scopes
+from gateway.accounts.state import AccountState, account_state, client_remedy, missing_scopes
 from gateway.accounts.vault import Vault, VaultError
 from gateway.checkpoints import reached
 from gateway.config import AccountConfig, Config
@@ -84,8 +88,8 @@ class AccountTokens:
     async def token(self, account: str, resource: Resource, refused: str | None = None) -> str:
         """A valid access token for `account` and `resource`, refreshed first when it expires within
         REFRESH_MARGIN or when it is `refused` (a server has just refused it). Raises SignInNeeded when
-        only a new sign-in helps, OAuthError when the provider could not be reached (the account stays
-        connected)."""
+        only a new sign-in helps, TokenUnavailable when no token can be had right now (the token endpoint
+        unreachable or refusing the OAuth client; the sign-in stays)."""
         cfg = self._config(account, resource)
         current = await self.store.run(functools.partial(self._read, account, resource, refused))
         if current.access is not None:
@@ -113,8 +117,8 @@ class AccountTokens:
             if current.access is not None:
                 return current.access
             if loop.time() > deadline:
-                raise OAuthError(f"account {account!r}: another resident has been refreshing its token for"
-                                 f" {CLAIM_WAIT_S:.0f} s; try again")
+                raise TokenUnavailable(account, f"another resident has been refreshing its token for"
+                                                f" {CLAIM_WAIT_S:.0f} s")
             log.debug("account_refresh_waiting account=%s holder=%s", account, holder)
             await asyncio.sleep(CLAIM_POLL_S)
         try:
@@ -136,9 +140,13 @@ class AccountTokens:
                     current = await self.store.run(functools.partial(self._read, account, resource, refused))
                     if current.access is not None:
                         return current.access
-                except OAuthError:
+                except OAuthError as exc:
+                    remedy = "try again later"
+                    if isinstance(exc, ClientRefused):
+                        await self._client_refused(account, current)
+                        remedy = client_remedy(cfg.client_secret_env)
                     if current.usable is None:
-                        raise
+                        raise TokenUnavailable(account, str(exc), remedy) from None
                     log.warning("account_refresh_failed account=%s resource=%s using=current_token", account,
                                 resource)
                     return current.usable
@@ -208,6 +216,13 @@ class AccountTokens:
             except Exception:  # the notice is retried at the next start (`unnotified`)
                 log.exception("account_expiry_notice_failed account=%s", account)
         return True
+
+    async def _client_refused(self, account: str, current: _Current) -> None:
+        """Mark the account "client refused" (its tokens stay): `anyy accounts list` and `anyy doctor`
+        stop calling it connected until a refresh works again."""
+        now = iso(self.store.now())
+        if await self.store.run(lambda db: rows.mark_client_refused(db, account, current.generation, now)):
+            log.warning("account_client_refused account=%s", account)
 
     def _provider(self, cfg: AccountConfig, account: str) -> OAuthProvider:
         provider = self._providers.get(account)

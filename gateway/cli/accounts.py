@@ -67,8 +67,9 @@ async def accounts_add(config: Config, args: argparse.Namespace) -> int:
     cfg = configured(config, args.name)
     if cfg.client_secret_env and cfg.client_secret() is None:
         from gateway.cli.admin import AdminError
-        raise AdminError(f"{cfg.client_secret_env} is not set: export your OAuth client's secret in it first "
-                         f"({DOCS}); nothing was done")
+        raise AdminError(f"{cfg.client_secret_env} is not set: put {cfg.client_secret_env}=<your OAuth client's "
+                         f"secret> in secrets.env beside the config, where the service reads it too ({DOCS}); "
+                         "nothing was done")
     if args.paste and cfg.provider == "google":
         say("(Google always signs in with a browser link; --paste changes nothing for it.)")
     reads_paste = cfg.provider == "google" or args.paste
@@ -110,8 +111,8 @@ async def accounts_list(config: Config, args: argparse.Namespace) -> int:
     for row in [head, *rows]:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
     for s in states:
-        if s.reconnect:
-            print(f"{s.name}: run `{s.reconnect}`" + (f" (not granted: {', '.join(s.missing)})" if s.missing else ""))
+        if s.fix:
+            print(f"{s.name}: {s.fix}" + (f" (not granted: {', '.join(s.missing)})" if s.missing else ""))
     return 0
 
 
@@ -160,8 +161,7 @@ async def check_services(name: str, cfg: AccountConfig, tokens: AccountTokens) -
     """Sign in to each service of the account as the tools would (same clients, same tokens): IMAP and
     SMTP for email, the calendar list for calendar. Each result: what was tried, None or what failed."""
     from connectors.caldav import CalendarError
-    from connectors.oauth_token import SignInNeeded
-    from gateway.accounts.grant import OAuthError
+    from connectors.oauth_token import SignInNeeded, TokenUnavailable
     from gateway.services.accounts import oauth_calendar, oauth_email
 
     results: list[tuple[str, str | None]] = []
@@ -172,7 +172,7 @@ async def check_services(name: str, cfg: AccountConfig, tokens: AccountTokens) -
                 status = await mailbox.status()
             results += [(imap, None if status.imap == "ok" else status.imap),
                         (smtp, None if status.smtp == "ok" else status.smtp)]
-        except (SignInNeeded, OAuthError) as exc:
+        except (SignInNeeded, TokenUnavailable) as exc:
             results += [(imap, str(exc)), (smtp, str(exc))]
     if "calendar" in cfg.services:
         server = f"Microsoft Graph {cfg.graph_url}" if cfg.provider == "microsoft" else f"CalDAV {cfg.caldav_url}"
@@ -181,6 +181,6 @@ async def check_services(name: str, cfg: AccountConfig, tokens: AccountTokens) -
             async with await oauth_calendar(tokens, name, cfg)() as calendars:
                 found = await calendars.calendars()
             results.append((f"{where} ({len(found)} calendar{'s' if len(found) != 1 else ''})", None))
-        except (SignInNeeded, OAuthError, CalendarError) as exc:
+        except (SignInNeeded, TokenUnavailable, CalendarError) as exc:
             results.append((where, str(exc)))
     return results

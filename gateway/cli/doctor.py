@@ -119,17 +119,44 @@ async def _accounts(config: Config) -> list[tuple[str, str, str]]:
         return []
     from gateway.accounts import account_tokens
     from store.db import StoreError
+    secrets = client_secret_lines(config)
     try:
         async with config.new_store() as store:
             accounts = account_tokens(config, store)
             states = await accounts.states()
             key_problem = await accounts.key_problem()
     except StoreError:
-        return []  # the store line says why
+        return secrets  # the store line says why the states are missing
     marks = {"connected": OK, "missing scopes": WARN}
     lines = [(marks.get(s.state, BAD), "account", s.summary) for s in states]
     if key_problem:
         lines.append((BAD, "accounts", key_problem))
+    return lines + secrets
+
+
+def client_secret_lines(config: Config) -> list[tuple[str, str, str]]:
+    """A problem for each account whose `client_secret_env` is unset (its tokens cannot be refreshed: mail
+    and calendar stop within the hour), and a warning for one set only in this shell, since the service
+    reads nothing but secrets.env."""
+    from pathlib import Path
+
+    from gateway.config.secrets_file import SecretsError, read_secrets, secrets_path
+    path = secrets_path(Path(config.source))
+    try:
+        in_file = read_secrets(path)
+    except SecretsError:
+        in_file = {}  # unreadable: every command has said so already
+    lines: list[tuple[str, str, str]] = []
+    for name, cfg in config.accounts.items():
+        env = cfg.client_secret_env
+        if not env:
+            continue
+        if cfg.client_secret() is None:
+            lines.append((BAD, "account", f"{name}: {env} is not set, so its access tokens cannot be refreshed: "
+                                          f"put {env}=<the OAuth client secret> in {path}, then restart Anyy"))
+        elif env not in in_file:
+            lines.append((WARN, "account", f"{name}: {env} is set in this shell but not in {path}; the service "
+                                           "reads only that file: put it there"))
     return lines
 
 

@@ -81,7 +81,12 @@ def load_secrets(path: Path) -> list[str]:
 
 
 def save_secrets(path: Path, updates: dict[str, str]) -> None:
-    """Set `updates` in `path` (created if missing), keeping its other lines, comments and order."""
+    """Set `updates` in `path` (created if missing), keeping its other lines, comments and order. A name
+    that is not a variable name (letters, digits, '_'; not starting with a digit) is refused before
+    anything is written: every later `anyy` command would fail reading the file."""
+    if bad := [name for name in updates if not _NAME.match(name)]:
+        raise SecretsError(f"{path}: {', '.join(repr(n) for n in bad)} is not a variable name (letters, digits "
+                           "and '_', not starting with a digit); nothing was written")
     lines: list[str] = []
     try:
         lines = path.read_text(encoding="utf-8").splitlines()

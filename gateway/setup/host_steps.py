@@ -5,6 +5,7 @@ docs/deploy.md with this installation's paths filled in."""
 from __future__ import annotations
 
 import asyncio
+import re
 import shutil
 import sys
 from dataclasses import dataclass
@@ -82,11 +83,17 @@ async def account_step(ask: Ask, args: Any) -> AccountAnswer:
     table: dict[str, Any] = {"provider": provider, "client_id": client_id}
     secrets: dict[str, str] = {}
     if provider == "google":
-        env_name = args.account_client_secret_env or f"ANYY_{name.upper()}_CLIENT_SECRET"
+        env_name = args.account_client_secret_env or client_secret_env_name(name)
         secrets[env_name] = await ask.secret("The OAuth client secret (GOCSPX-…)", flag="--account-client-secret-env",
                                              env_name=args.account_client_secret_env, current=None)
         table["client_secret_env"] = env_name
     return AccountAnswer(name, table, secrets)
+
+
+def client_secret_env_name(account: str) -> str:
+    """The variable for an account's client secret: ANYY_MY_WORK_CLIENT_SECRET for `my-work` (a name may
+    hold '-', a variable may not: secrets.env and a shell would refuse it)."""
+    return f"ANYY_{re.sub(r'[^A-Z0-9]', '_', account.upper())}_CLIENT_SECRET"
 
 
 def unit_text(secrets: Path, data: Path) -> str:

@@ -61,6 +61,7 @@ class Welcome:
     def __init__(self, store: Store, config: Config, access: Access, outbox: OutboxService,
                  services: dict[str, Any]) -> None:
         self.enabled = config.runtime.welcome
+        self.config = config
         self.store = store
         self.access = access
         self.outbox = outbox
@@ -81,8 +82,13 @@ class Welcome:
         await self.outbox.enqueue(Outbound(origin=inbound.origin, text=text), f"welcome:{key}")
 
     async def _accounts(self) -> list[str]:
-        accounts = self.services.get("accounts")
-        if accounts is None:
-            return []
-        return [f"{s.name} ({s.address})" if s.address else s.name
-                for s in await accounts.states() if s.state == "connected"]
+        """The password accounts of [email] / [calendar] (connected as far as the config can say), then the
+        OAuth accounts whose sign-in is connected; one entry per name and address."""
+        found: list[tuple[str, str | None]] = []
+        if (email := self.config.email) is not None:
+            found.append((email.name, email.from_address))
+        if (calendar := self.config.calendar) is not None:
+            found.append((calendar.name, calendar.username or None))
+        if (accounts := self.services.get("accounts")) is not None:
+            found += [(s.name, s.address) for s in await accounts.states() if s.state == "connected"]
+        return list(dict.fromkeys(f"{name} ({address})" if address else name for name, address in found))

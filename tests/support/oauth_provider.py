@@ -25,7 +25,8 @@ What a test can rely on and drive (every method is thread-safe: the server runs 
   `approve_device(user_code)` / `decline_device(user_code)` play the user at the verification page.
   Polling sooner than the interval gets `slow_down` and adds 5 s to it (RFC 8628 3.5).
 - `calls` counts requests per endpoint ("google.token", "microsoft.token.refresh_token", ...);
-  `fail_next(key, status, body)` makes the next request to an endpoint answer that (an outage).
+  `fail_next(key, status, body)` makes the next request to an endpoint answer that (a blip); while a key
+  is in `down` (e.g. `oauth.down.add("google.token")`), every request to it answers 502 (an outage).
 - `issue(provider, scopes)` mints a grant directly (no sign-in), for tests of connectors.
 """
 
@@ -113,6 +114,7 @@ class OAuthFake:
             self.device_interval = 1
             self.calls.clear()
             self._failures.clear()
+            self.down: set[str] = set()
 
     # ---- driven by tests -------------------------------------------------------------------------------
     def fail_next(self, key: str, status: int = 503, body: dict[str, Any] | None = None) -> None:
@@ -129,6 +131,8 @@ class OAuthFake:
         """Count a request under `key`; the failure `fail_next` set for it, if any."""
         with self.lock:
             self.calls[key] += 1
+            if key in self.down:  # a proxy in front of a server that is gone: no OAuth answer at all
+                return 502, {}
             return self._failures.pop(key, None)
 
     def expire_access_tokens(self) -> None:
