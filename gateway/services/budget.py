@@ -6,7 +6,8 @@ residents sharing a PostgreSQL store. Amounts are in the currency of `[model]`'s
 (in + out) when no price is set.
 
 * Resident caps (`daily`, `monthly`) cover every turn; `per_user_daily` covers each guest's own turns;
-  `per_run` bounds one automation or trigger firing (converted to a token limit for the turn).
+  `per_run` bounds one automation or trigger firing (converted to a token limit the turn checks before
+  each model call: the call that crosses it finishes, no further one is made).
 * At 80 % of a cap each owner is told once (per cap and period: the outbox's dedupe key makes it once
   whichever resident notices first); at 100 % the next turn is refused (a turn in flight finishes).
 * **Allow today** (an owner's button) raises today's caps once: the daily caps double for the rest of
@@ -148,7 +149,8 @@ class Budget:
 
     def per_run_tokens(self) -> int | None:
         """The token limit of one automation turn from `per_run`. With prices it is the most tokens the
-        amount could buy at the dearer of the input and output prices, so a run never costs more."""
+        amount could buy at the dearer of the input and output prices. The turn checks it before each
+        further model call, so a run may end over it by the one call that crossed it, never by more."""
         per_run = self.caps_config.per_run
         if per_run is None:
             return None
