@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import json
 import logging
 from datetime import timedelta
@@ -25,10 +24,11 @@ from gateway.llm.types import ModelClient
 from gateway.outbox import OutboxService
 from gateway.retention import AUTOMATION_RUNS_KEPT, TRIGGER_EVENTS_KEPT, Sweep, run_sweeps, sweep_once
 from gateway.services.availability import availability
-from gateway.services.budget import ALLOW_ACTION, run_allowance
+from gateway.services.budget import ALLOW_ACTION
 from gateway.services.factory import GatewayPorts, SurfaceStatus, build_services
 from gateway.surfaces.base import Surface
 from gateway.surfaces.pull_lease import PullLease
+from gateway.turns.automation_runs import AutomationRuns
 from gateway.turns.commands import Commands
 from gateway.turns.runtime import Runtime
 from gateway.turns.tool_call import ToolCaller
@@ -38,12 +38,11 @@ from store.audit import Audit
 from store.automations import Automations
 from store.db import Store
 from store.journal import ToolJournal
-from store.records import ApprovalRecord, AutomationRecord, Inbound, Origin, parse_iso
+from store.records import ApprovalRecord, AutomationRecord, Inbound, Origin
 from store.sessions import session_id_for
-from store.triggers import TriggerEvent, TriggerEvents, slot_time
+from store.triggers import TriggerEvent, TriggerEvents
 from toolsets.base import Tool, Toolset
 from toolsets.registry import TOOLSETS
-from toolsets.untrusted import new_boundary, wrap
 
 if TYPE_CHECKING:
     from gateway.automations.triggers import TriggerSources
@@ -121,6 +120,7 @@ class Gateway:
         self.runtime = Runtime(self.store, self.config, self.model, self.toolsets, self.services, self.outbox, caller,
                                self.access, surfaces={s.name: s for s in self.surfaces})
         self.runtime.commands = Commands(self.runtime, self.approvals)
+        self.automation_runs = AutomationRuns(self.runtime)
         if self.resident:
             # Recovery first: an inbound a surface delivers during start-up is then a new submission,
             # never a second run of one being recovered.
@@ -334,24 +334,8 @@ class Gateway:
         return False
 
     async def run_prompt(self, rec: AutomationRecord, slot: str, event: TriggerEvent | None = None) -> str:
-        """A prompt automation's model turn for its scheduled `slot`, in its own session without the
-        automation toolset (so automations cannot multiply themselves). The turn id is derived from
-        (automation, slot): a run re-delivered after a crash continues its own turn instead of repeating it.
-        A trigger's `event` follows the prompt as outside content, and the turn counts as having read it."""
-        skipped, per_run = await run_allowance(self.services.get("budget"), self.access, rec.user_key, rec.name)
-        if skipped is not None:
-            return skipped
-        session = await self.runtime.sessions.get_or_create(f"automation:{rec.id}", rec.origin, rec.user_key,
-                                                            kind="automation")
-        turn_id = f"auto-{rec.id}-{parse_iso(slot_time(slot)).strftime('%Y%m%dT%H%M%S%f')}"
-        prompt, tainted = rec.action.get("prompt", ""), []
-        if event is not None:
-            turn_id += "-" + hashlib.sha256(event.key.encode()).hexdigest()[:12]
-            prompt = f"{prompt}\n\n{wrap(event.source, event.text, new_boundary())}"
-            tainted = [event.source]
-        text = await self.runtime.model_turn(session, turn_id, user_text=prompt, exclude={"automation"},
-                                             tainted_by=tainted, max_tokens=per_run)
-        return text or ""
+        """A prompt automation's model turn for its scheduled `slot` (gateway/turns/automation_runs.py)."""
+        return await self.automation_runs.run(rec, slot, event)
 
     # -- approvals plumbing -----------------------------------------------------------------------
 

@@ -6,7 +6,8 @@ residents sharing a PostgreSQL store. Amounts are in the currency of `[model]`'s
 (in + out) when no price is set.
 
 * Resident caps (`daily`, `monthly`) cover every turn; `per_user_daily` covers each guest's own turns;
-  `per_run` bounds one automation or trigger firing (converted to a token limit for the turn).
+  `per_run` bounds one automation or trigger firing (converted to a token limit the turn checks before
+  each model call: the call that crosses it finishes, no further one is made).
 * At 80 % of a cap each owner is told once (per cap and period: the outbox's dedupe key makes it once
   whichever resident notices first); at 100 % the next turn is refused (a turn in flight finishes).
 * **Allow today** (an owner's button) raises today's caps once: the daily caps double for the rest of
@@ -26,6 +27,7 @@ from typing import Protocol
 
 from gateway.config import Config
 from gateway.services.usage import summary
+from gateway.surfaces.console import CHAT_ID as CONSOLE_CHAT
 from store.budget import BudgetAllowances
 from store.db import Store
 from store.records import Button, Inbound, Origin, Outbound, iso
@@ -40,6 +42,7 @@ WARN_AT = 0.8
 # before is written, whichever resident (or clock a few seconds off) wrote it.
 DAY_SETTLED = timedelta(minutes=5)
 ALLOW_ACTION = "allow_today"
+FOLLOW_UP_CHARS = 300  # of the event's first line a follow-up skipped for budget repeats to the chat
 
 
 @dataclass(frozen=True)
@@ -148,7 +151,8 @@ class Budget:
 
     def per_run_tokens(self) -> int | None:
         """The token limit of one automation turn from `per_run`. With prices it is the most tokens the
-        amount could buy at the dearer of the input and output prices, so a run never costs more."""
+        amount could buy at the dearer of the input and output prices. The turn checks it before each
+        further model call, so a run may end over it by the one call that crossed it, never by more."""
         per_run = self.caps_config.per_run
         if per_run is None:
             return None
@@ -196,12 +200,18 @@ class Budget:
                 "Automations skip their model calls (reminders still arrive) and chat turns are refused until "
                 "it renews; an owner's Allow today raises today's caps once.")
 
+    def _owner_chats(self) -> list[Origin]:
+        """Each owner's direct chat; with no Telegram or Slack owner, the console's (shown when `anyy chat`
+        next runs), so an owner who only uses the terminal is told too."""
+        chats = [Origin(surface=surface, chat_id=str(owner)) for surface in OWNER_SURFACES
+                 for owner in getattr(getattr(self.config, surface, None), "allowed_users", [])]
+        return chats or [Origin(surface="console", chat_id=CONSOLE_CHAT)]
+
     async def _tell_owners(self, cap: Cap, user_key: str, level: str, text: str) -> None:
         who = f"{cap.name}:{user_key}" if cap.name == "per_user_daily" else cap.name
-        for surface in OWNER_SURFACES:
-            for owner in getattr(getattr(self.config, surface, None), "allowed_users", []):
-                await self._enqueue(Outbound(origin=Origin(surface=surface, chat_id=str(owner)), text=text),
-                                    f"budget:{level}:{who}:{cap.period}:{cap.limit}:{surface}:{owner}")
+        for chat in self._owner_chats():
+            await self._enqueue(Outbound(origin=chat, text=text),
+                                f"budget:{level}:{who}:{cap.period}:{cap.limit}:{chat.surface}:{chat.chat_id}")
 
 
 def _label(cap: Cap, user_key: str | None) -> str:
@@ -225,14 +235,38 @@ async def budget_refusal(budget: Budget | None, access: Roles, inbound: Inbound)
     return None if cap is None else budget.refusal(cap, inbound.origin, owner=role == "owner")
 
 
+async def _reached(budget: Budget, access: Roles, user_key: str) -> Cap | None:
+    return await budget.check(user_key, guest=await access.role_of(user_key) == "guest")
+
+
 async def run_allowance(budget: Budget | None, access: Roles, user_key: str,
                         name: str) -> tuple[str | None, int | None]:
     """Before an automation's model turn: (the line it delivers instead when a cap is used up, or None;
     the token limit of its turn from `per_run`, or None)."""
     if budget is None or not budget.enabled:
         return None, None
-    cap = await budget.check(user_key, guest=await access.role_of(user_key) == "guest")
-    if cap is not None:
+    if (cap := await _reached(budget, access, user_key)) is not None:
         return (f"⏸ “{name}” was skipped for budget: {_label(cap, user_key).lower()} is used up "
                 f"({budget.amount(cap.spent)} of {budget.amount(cap.limit)})."), None
     return None, budget.per_run_tokens()
+
+
+def may_spend(budget: Budget | None, access: Roles) -> Callable[[str], Awaitable[bool]]:
+    """Whether a model call on `user_key`'s behalf that nobody typed (a history summary) may run: none of
+    the caps of their turns is used up."""
+
+    async def allowed(user_key: str) -> bool:
+        return budget is None or not budget.enabled or await _reached(budget, access, user_key) is None
+
+    return allowed
+
+
+async def follow_up_refusal(budget: Budget | None, access: Roles, user_key: str, event: str) -> str | None:
+    """Before a follow-up turn (an approval's outcome, a helper's report): what the chat is told in words
+    instead when a cap is used up, or None when the model may be called."""
+    if budget is None or not budget.enabled or (cap := await _reached(budget, access, user_key)) is None:
+        return None
+    about = event.split("\n", 1)[0]  # the outcome's line; what follows may be a quoted report, shown already
+    about = about if len(about) <= FOLLOW_UP_CHARS else about[:FOLLOW_UP_CHARS] + " […]"
+    return (f"{about}\n\n💰 {_label(cap, user_key)} is used up ({budget.amount(cap.spent)} of "
+            f"{budget.amount(cap.limit)}), so I am not calling the model to follow up on this.")

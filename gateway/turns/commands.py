@@ -113,6 +113,8 @@ class Commands:
     async def compact(self, inbound: Inbound, session: SessionRecord, args: str) -> str:
         if self.runtime.model is None:
             return "No model is configured, so there is nothing to summarise with."
+        if not await self.runtime.compactor.may_spend(session.user_key):
+            return "💰 The budget is used up, so I am not calling the model to summarise (/usage shows it)."
         count = await self.runtime.compactor.compact(session, force=True)
         if not count:
             return "Nothing to compact yet: the conversation is short."

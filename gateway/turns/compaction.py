@@ -12,7 +12,7 @@ at once.
 from __future__ import annotations
 
 import logging
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from gateway.llm.types import ChatMessage, ModelClient, ModelUnavailable
@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 MAX_ROWS = 2_000  # rows read for one summary
 MAX_INPUT_CHARS = 60_000  # of transcript sent to the summariser (the newest part, when longer)
 ROW_CHARS = 1_500  # per message, tool results in particular
+MaySpend = Callable[[str], Awaitable[bool]]  # user key -> whether a model call on their behalf may run
 CHECK_FILL = 0.75  # look at the store only once the window is this full and has dropped rows
 INSTRUCTIONS = (
     "You maintain the memory of a long chat between a user and their assistant. Summarise the transcript "
@@ -58,11 +59,12 @@ class Compactor:
     """Summarises what falls out of a session's window; one compaction per session at a time."""
 
     def __init__(self, sessions: Sessions, messages: Messages, windows: HistoryWindows,
-                 model: ModelClient | None) -> None:
+                 model: ModelClient | None, may_spend: MaySpend) -> None:
         self.sessions = sessions
         self.messages = messages
         self.windows = windows
         self.model = model
+        self.may_spend = may_spend  # the budget: a used-up cap stops summaries too (docs/budget.md)
         self._busy: set[str] = set()
 
     async def after_reply(self, session_id: str, delivered: Coroutine[Any, Any, None]) -> None:
@@ -97,6 +99,9 @@ class Compactor:
             older = rows[:len(rows) - len(keep)]
             if not older:
                 return 0
+            if not await self.may_spend(session.user_key):
+                log.info("compaction_skipped session=%s reason=budget", session.id)
+                return 0  # the window keeps dropping whole turns until the cap renews
             reply = await self.model.complete([ChatMessage(role="system", content=INSTRUCTIONS),
                                                ChatMessage(role="user", content=transcript(older, previous))], [])
             if not reply.text.strip():

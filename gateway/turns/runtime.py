@@ -27,10 +27,11 @@ from gateway.limits import inbound_too_long
 from gateway.llm.types import ChatMessage, ModelClient, ModelCutOff, ModelUnavailable, ToolSchema
 from gateway.outbox import OutboxService
 from gateway.selection.selector import recent_toolsets, select_toolsets, tools_for
-from gateway.services.budget import budget_refusal
+from gateway.services.budget import budget_refusal, may_spend
 from gateway.services.media import Media
 from gateway.surfaces.base import Surface
 from gateway.turns.compaction import Compactor
+from gateway.turns.follow_up_budget import stopped_for_budget
 from gateway.turns.history import to_chat
 from gateway.turns.lanes import Lanes
 from gateway.turns.live_reply import LiveReply, abandoned_on_error, live_reply
@@ -82,7 +83,8 @@ class Runtime:
         self.sessions = Sessions(store)
         self.messages = Messages(store)
         self.windows = HistoryWindows(self.messages, config.runtime.context_budget, config.runtime.context_max_messages)
-        self.compactor = Compactor(self.sessions, self.messages, self.windows, model)
+        self.compactor = Compactor(self.sessions, self.messages, self.windows, model,
+                                   may_spend(services.get("budget"), access))
         self.inbound_log = InboundLog(store)
         self.media = Media(config, services.get("artifacts"), services.get("speech"))
         self._lanes = Lanes(store)
@@ -203,27 +205,25 @@ class Runtime:
             text = await self.model_turn(session, turn_id, user_text=prepared.text, images=prepared.images,
                                          has_attachments=bool(inbound.attachments), live=live, unstored=answer)
         outbox_id = await self._answer(inbound.origin, text, f"{turn_id}:reply", live, prepared.heard, answer, queue_id)
-        if outbox_id is not None:
-            self._compact_after(sid, outbox_id)
+        self._compact_after(sid, outbox_id)
         return True
 
     async def _follow_up(self, session_id: str, event: str, dedupe: str, tainted_by: list[str]) -> None:
         async with self._lanes.hold(session_id):
             session = await self.sessions.get(session_id)
-            if session is None:
+            if session is None or await stopped_for_budget(self, session, event, dedupe, tainted_by):
                 return
-            live = self._live(session.origin, f"{dedupe}:reply")
-            answer = Unwritten()
+            live, answer = self._live(session.origin, f"{dedupe}:reply"), Unwritten()
             async with abandoned_on_error(live):
                 text = await self.model_turn(session, dedupe, event=event, live=live, tainted_by=tainted_by,
                                              unstored=answer)
             outbox_id = await self._answer(session.origin, text, f"{dedupe}:reply", live, "", answer)
-            if outbox_id is not None:
-                self._compact_after(session_id, outbox_id)
+            self._compact_after(session_id, outbox_id)
 
-    def _compact_after(self, session_id: str, outbox_id: int) -> None:
-        """Summarise what left the window once the reply is delivered (off the reply's critical path)."""
-        self._turns.spawn(self.compactor.after_reply(session_id, self.outbox.delivered(outbox_id)))
+    def _compact_after(self, session_id: str, outbox_id: int | None) -> None:
+        """Summarise what left the window once a reply (if any) is delivered, off the reply's critical path."""
+        if outbox_id is not None:
+            self._turns.spawn(self.compactor.after_reply(session_id, self.outbox.delivered(outbox_id)))
 
     def _tool_started(self, origin: Origin, tool: str) -> None:
         surface = self.surfaces.get(origin.surface)
