@@ -1,6 +1,7 @@
 """An MCP tool's input schema is the server's words too: every description and title in it reaches the
 model marked `[MCP server <name>]`, with control and bidi characters shown, as the tool's description
-is. Property names and the schema's meaning are unchanged: arguments validate as the server said."""
+is; `default` and `examples` too. What the model must send exactly (property names, `enum`, `const`,
+`required`) is kept byte for byte, or the tool is left out when it cannot be shown as it is."""
 
 from __future__ import annotations
 
@@ -55,3 +56,46 @@ def test_arguments_still_validate_against_the_servers_schema() -> None:
     assert ok.model_dump(mode="json")["where"] == {"room": "k"}
     with pytest.raises(ValidationError):
         tool.args_model.model_validate({"tags": ["a"]})
+
+
+def tools_of(*schemas: dict) -> list:
+    spec = ServerSpec("notes")
+    ts = new_toolset(spec)
+    fill(ts, spec, [types.Tool(name=f"t{i}", description="A tool.", input_schema=s) for i, s in enumerate(schemas)],
+         {})
+    return ts.tools
+
+
+def test_default_and_examples_show_controls_and_are_cut_and_exact_values_stay_byte_identical() -> None:
+    schema = {"type": "object", "properties": {
+        "mode": {"type": "string", "enum": ["café", "日本", "a b"], "default": f"ok{RLO}", "examples": [f"x{RLO}y"]},
+        "size": {"type": "string", "const": "L", "default": "d" * 5000},
+        "obj": {"type": "object", "default": {f"k{RLO}": [f"v{RLO}"]}}}, "required": ["mode"]}
+    [tool] = tools_of(schema)
+    props = tool.schema()["parameters"]["properties"]
+    assert props["mode"]["enum"] == ["café", "日本", "a b"] and props["size"]["const"] == "L"
+    assert props["mode"]["default"] == "ok\\u202e" and props["mode"]["examples"] == ["x\\u202ey"]
+    assert props["obj"]["default"] == {"k\\u202e": ["v\\u202e"]}
+    assert props["size"]["default"] == "d" * 1024
+    assert RLO not in json.dumps(tool.schema(), ensure_ascii=False)
+    assert tool.args_model.model_validate({"mode": "café"}).model_dump()["mode"] == "café"
+
+
+@pytest.mark.parametrize(("where", "schema"), [
+    ("enum", {"properties": {"m": {"type": "string", "enum": ["ok", f"delete{RLO}all"]}}}),
+    ("const", {"properties": {"m": {"const": "a\x1b[2Kb"}}}),
+    ("name", {"properties": {f"path{RLO}": {"type": "string"}}}),
+    ("nested name", {"properties": {"o": {"type": "object", "properties": {"a\u200bb": {"type": "string"}}}}}),
+    ("required", {"properties": {"a": {"type": "string"}}, "required": [f"a{RLO}"]}),
+    ("long name", {"properties": {"n" * 300: {"type": "string"}}}),
+    ("long enum", {"properties": {"m": {"enum": ["e" * 300]}}}),
+])
+def test_a_tool_whose_exact_names_or_values_cannot_be_shown_is_left_out(
+        where: str, schema: dict, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level("ERROR", logger="toolsets.mcp")
+    tools = tools_of({"type": "object", "properties": {"x": {"type": "string"}}}, {"type": "object", **schema})
+    assert [t.name for t in tools] == ["mcp_notes_t0"]  # the server's other tools stay
+    [record] = [r for r in caplog.records if "mcp_tool_schema_refused" in r.getMessage()]
+    message = record.getMessage()
+    assert "tool=t1" in message and RLO not in message and "\x1b" not in message
+    assert ("300 characters" if where.startswith("long") else "control or bidi characters") in message

@@ -14,6 +14,7 @@ from gateway.llm import AnthropicClient, ChatMessage, ModelReply, ModelUnavailab
 from gateway.llm.errors import provider_words
 from gateway.llm.http import HttpModelClient
 from gateway.llm.think import ONLY_THINKING, ThinkFilter, strip_think
+from gateway.llm.types import Restart
 from gateway.turns.history import to_chat
 from store.records import MessageRecord
 from tests.fixtures.model import FakeModel, Status, start_fake_model
@@ -46,12 +47,17 @@ def anthropic(fake: FakeModel, **kw: Any) -> AnthropicClient:
 
 
 class Shown:
-    """What a streamed reply hands the owner, piece by piece."""
+    """What a streamed reply hands the owner, piece by piece; a `Restart` withdraws what came before it,
+    as a live message is edited (`withdrawn` keeps it)."""
 
     def __init__(self) -> None:
         self.pieces: list[str] = []
+        self.withdrawn: list[str] = []
 
     async def __call__(self, piece: str) -> None:
+        if isinstance(piece, Restart):
+            self.withdrawn.append("".join(self.pieces))
+            self.pieces = []
         self.pieces.append(piece)
 
     @property
@@ -254,8 +260,10 @@ async def test_reasoning_effort_is_sent_as_the_servers_documented_field(model: F
 # -- 5: <think> in the content --------------------------------------------------------------------------
 
 
-async def test_a_leading_think_block_is_never_shown_nor_sent_back(model: FakeModel, streamed: bool) -> None:
-    local = ThinkInContent()
+@pytest.mark.parametrize("opened_in_prompt", [False, True], ids=["block", "closing-tag-only"])
+async def test_a_leading_think_block_is_never_shown_nor_sent_back(model: FakeModel, streamed: bool,
+                                                                  opened_in_prompt: bool) -> None:
+    local = ThinkInContent(opened_in_prompt)
     model.script(local.calls(("task_create", {"title": "milk"}), thinking="SECRET-PLAN"),
                  local.reply("Added milk.", thinking="SECRET-CHECK"))
     shown = Shown()
@@ -266,14 +274,22 @@ async def test_a_leading_think_block_is_never_shown_nor_sent_back(model: FakeMod
     assert second.text == "Added milk." and first.text == ""
     assert "SECRET" not in shown.text and "think>" not in shown.text
     assert "SECRET" not in json.dumps(model.requests[1].body)
+    # Without the opening tag the reasoning streams until `</think>` shows it was reasoning, then is withdrawn.
+    assert len(shown.withdrawn) == (2 if streamed and opened_in_prompt else 0)
 
 
 def test_think_filter_splits_and_edge_cases() -> None:
     for pieces, out in [(["<th", "ink>a", "b</th", "ink>", "\n\n", "Hi", " there"], "Hi there"),
                         (["  <", "b>bold</b>"], "  <b>bold</b>"), (["<thinking about it"], "<thinking about it"),
-                        (["<think>never closed"], ""), (["Plain ", "<think>x</think>"], "Plain <think>x</think>")]:
-        f = ThinkFilter()
-        assert "".join(f.feed(p) for p in pieces) + f.end() == out, pieces
+                        (["<think>never closed"], ""), (["Plain ", "<think>x</think>"], "Plain <think>x</think>"),
+                        (["reason", "ing</th", "ink>\n\nAnswer", " here"], "Answer here"),
+                        (["why</think>Yes"], "Yes"),
+                        (["a <think>b</think> c</think>d"], "a <think>b</think> c</think>d"),
+                        (["no tags ", "at all <thi"], "no tags at all <thi"), (["x</think>", "  "], "")]:
+        f, seen = ThinkFilter(), ""
+        for shown in [*(f.feed(p) for p in pieces), f.end()]:
+            seen = shown if isinstance(shown, Restart) else seen + shown  # a Restart starts the text over
+        assert seen == out, pieces
         assert strip_think("".join(pieces)) == out
 
 

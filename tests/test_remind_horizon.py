@@ -51,6 +51,16 @@ async def test_the_command_answers_with_the_usage_line_and_sets_nothing(store) -
     assert await service.list("telegram:1") == []
 
 
+@pytest.mark.parametrize("args", ["0001-01-01 00:00 x", "0001-01-01 08:59 x", "1900-05-05 10:00 x"])
+async def test_a_date_long_past_is_refused_with_the_usage_line_east_of_utc(store, args: str) -> None:
+    """Year 1 at midnight in Tokyo is before datetime's smallest UTC instant: it overflowed the turn."""
+    tokyo = ZoneInfo("Asia/Tokyo")
+    service = AutomationService(store, tokyo, Outbox(store).enqueue, clock=lambda: NOW.astimezone(UTC))
+    reply = await remind_command(service, "telegram:1", CHAT, args)
+    assert reply == f"I could not read that: {args[:16]} is in the past.\n{REMIND_USAGE}"
+    assert await service.list("telegram:1") == []
+
+
 @pytest.mark.parametrize("at", ["9999-12-31T23:59:00", "2037-01-01T09:00:00"])
 async def test_a_one_shot_automation_past_the_horizon_is_refused_by_the_service(store, at: str) -> None:
     """The same bound for the model's tools, which reach the service without /remind's parser."""

@@ -117,6 +117,23 @@ async def test_model_error_mid_stream_is_marked_in_the_message(tg: FakeBot, mode
     assert note.startswith("the reply was cut off: ") and len(model.requests) == 1
 
 
+async def test_reasoning_with_only_its_closing_tag_is_edited_away(tg: FakeBot, model: FakeModel,
+                                                                   telegram_gateway: Any) -> None:
+    # A Qwen3-style content: the template opened <think> in the prompt, so the content only closes it.
+    model.pace = Pace(first_token_s=0.2, tokens_per_s=40)
+    model.script(reply("SECRET the owner asks about streaming, so explain it briefly. " * 2 + "</think>\n\n" + LONG))
+    async with telegram_gateway() as gw:
+        throttled(gw)
+        tg.message("explain streaming")
+        await tg.wait(lambda: shown(tg) == [LONG], timeout=15, what="the final text")
+        await gw.idle()
+    texts = [c.params["text"] for c in writes(tg)]
+    assert "SECRET" in texts[0]  # nothing told it apart from an answer before the tag
+    after = texts[next(i for i, t in enumerate(texts) if "SECRET" not in t):]
+    assert len(after) >= 2 and all("SECRET" not in t for t in after)  # edited away while the answer streamed
+    assert [c.method for c in writes(tg)].count("sendMessage") == 1
+
+
 async def test_long_reply_continues_in_a_new_message(tg: FakeBot, model: FakeModel, telegram_gateway: Any) -> None:
     text = "\n\n".join(f"Paragraph {i}. " + WORDS * 3 for i in range(12))  # about 5,600 characters
     model.pace = Pace(tokens_per_s=1000)

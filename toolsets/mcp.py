@@ -8,7 +8,9 @@ and the exact arguments. Results are external content: they reach the model insi
 with images, audio and resources described rather than dropped. A tool's description is the server's
 words too: it opens with `[MCP server <name>]`, which the system prompt says describes, never instructs;
 so does every description and title inside its input schema (`_marked`), and all of them show control
-and bidi characters as escapes.
+and bidi characters as escapes, as do `default` and `examples` values. What the model must send exactly
+(property names, `required`, `enum` and `const` values) cannot be shown otherwise than it is: a tool
+whose schema has control or bidi characters there, or a name or value past `_MAX_EXACT`, is left out.
 
 Selection: the server's name, its configured keywords, and words from its tool names and descriptions.
 A server with more than `DEFERRED_OVER` tools is deferred: only its name and configured keywords select
@@ -95,6 +97,8 @@ def fill(toolset: Toolset, spec: ServerSpec, tools: Sequence[types.Tool], taken:
             built.append(_tool(spec, remote, name, toolset.name))
         except SchemaError as exc:
             log.error("mcp_tool_schema_invalid server=%s tool=%s error=%s", spec.name, remote.name, exc.message)
+        except UnsafeSchema as exc:
+            log.error("mcp_tool_schema_refused server=%s tool=%s reason=%s", spec.name, visible(remote.name), exc)
     deferred = len(built) > DEFERRED_OVER
     toolset.tools[:] = built  # in place: the gateway's toolset list holds this object
     toolset.keywords = _keywords(spec, tools, deferred=deferred)
@@ -125,28 +129,69 @@ def _tool(spec: ServerSpec, remote: types.Tool, name: str, toolset: str) -> Tool
     return tool
 
 
-_DATA_KEYWORDS = frozenset({"default", "examples", "const", "enum"})  # values, not words about the schema
+# Values, not words about the schema: examples the model is shown, and what it must send exactly.
+_HINTS = frozenset({"default", "examples"})
+_EXACT = frozenset({"const", "enum", "required"})
 _NAMED_SCHEMAS = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"})
+_MAX_EXACT = 256  # characters of a property name or an enum/const value: real ones are a few words
+
+
+class UnsafeSchema(ValueError):
+    """An input schema holds a name or value the model must send exactly but cannot be shown as it is."""
 
 
 def _marked(schema: Any, mark: str, *, names: bool = False) -> Any:
     """A copy of a JSON schema (as sent to the model) whose every `description` and `title` string opens
-    with `mark` and shows its control characters. Property names and every other keyword are kept, so
-    the schema means what the server said; validation uses the server's own copy. `names`: `schema`
-    maps names to subschemas (the value of `properties`), so its keys are no keywords."""
+    with `mark` and shows its control characters, and whose `default` and `examples` strings show them
+    too (cut like a description). Property names, `enum`, `const` and `required` are what the model must
+    send byte for byte: kept, or UnsafeSchema when one has such a character or is past `_MAX_EXACT`.
+    Every other keyword is kept, so the schema means what the server said; validation uses the server's
+    own copy. `names`: `schema` maps names to subschemas (the value of `properties`)."""
     if isinstance(schema, list):
         return [_marked(item, mark) for item in schema]
     if not isinstance(schema, dict):
         return schema
     if names:
-        return {name: _marked(sub, mark) for name, sub in schema.items()}
+        return {_exact(name, "property name"): _marked(sub, mark) for name, sub in schema.items()}
     out: dict[str, Any] = {}
     for key, value in schema.items():
         if key in ("description", "title") and isinstance(value, str):
             out[key] = mark + visible(value[:_MAX_DESCRIPTION])
+        elif key in _HINTS:
+            out[key] = _shown(value)
+        elif key in _EXACT:
+            out[key] = _exact(value, f"{key} value")
         else:
-            out[key] = value if key in _DATA_KEYWORDS else _marked(value, mark, names=key in _NAMED_SCHEMAS)
+            out[key] = _marked(value, mark, names=key in _NAMED_SCHEMAS)
     return out
+
+
+def _shown(value: Any) -> Any:
+    """A JSON value with its strings (object keys too) cut and their control characters shown."""
+    if isinstance(value, str):
+        return visible(value[:_MAX_DESCRIPTION])
+    if isinstance(value, list):
+        return [_shown(item) for item in value]
+    if isinstance(value, dict):
+        return {_shown(k): _shown(v) for k, v in value.items()}
+    return value
+
+
+def _exact(value: Any, what: str) -> Any:
+    """`value` as it is, when each of its strings can be shown to the model as it is; else UnsafeSchema."""
+    if isinstance(value, str):
+        if len(value) > _MAX_EXACT or visible(value) != value:
+            raise UnsafeSchema(f"a {what} the model would have to send exactly has "
+                               + (f"{len(value)} characters" if len(value) > _MAX_EXACT else
+                                  f"control or bidi characters: {visible(value)[:80]!r}"))
+    elif isinstance(value, list):
+        for item in value:
+            _exact(item, what)
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _exact(k, what)
+            _exact(v, what)
+    return value
 
 
 def _handler(server: str, remote: str) -> Any:

@@ -10,7 +10,7 @@ it accepts is exactly what its tests list. A time of day means its next occurren
 one within 7 days (today, if the time is still ahead). A relative time is rounded *up* to the whole second,
 so a reminder never fires before the time it was set for. Nothing further ahead than 10 years
 (`toolsets.schedule.HORIZON`) is read: a phrase past it is refused by name, before any date arithmetic
-could overflow.
+could overflow; a date more than 10 years back (year 1 too) is refused as in the past, for the same reason.
 """
 
 from __future__ import annotations
@@ -102,8 +102,11 @@ def parse_when(args: str, now: datetime, tz: ZoneInfo) -> When:
     if day is not None and day.evening and clock.hour < 12:
         clock = clock.replace(hour=clock.hour + 12)  # "tonight 8", "今晚8点"
     at = datetime.combine(day.date if day else today, clock)
-    if at - now.astimezone(tz).replace(tzinfo=None) > HORIZON:
+    ahead = at - now.astimezone(tz).replace(tzinfo=None)
+    if ahead > HORIZON:
         raise WhenError(PAST_HORIZON)
+    if -ahead > HORIZON:  # refused here: near year 1 the move to UTC below would overflow, east of UTC
+        raise WhenError(f"{at.isoformat(' ', 'minutes')} is in the past")  # strftime drops year 1's zeros
     # Without a named date the time is the next one ahead: tomorrow's, or a weekday's in a week.
     if resolve_local(at, tz) <= now and (day is None or day.weekday):
         at += timedelta(days=7 if day else 1)

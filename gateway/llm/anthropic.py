@@ -15,15 +15,20 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from gateway.llm.bounds import Budget
+from gateway.llm.errors import ErrorEvent
 from gateway.llm.extras import extras_for, source_of
 from gateway.llm.http import HttpModelClient
 from gateway.llm.refusal import declined, without_refused
-from gateway.llm.retry import TransientError
 from gateway.llm.types import ChatMessage, ModelReply, ProviderExtras, ToolCall, ToolSchema, Usage
 
 ANTHROPIC_VERSION = "2023-06-01"
 CACHE = {"type": "ephemeral"}
 _THINKING = ("thinking", "redacted_thinking")
+# A content_block_delta's type -> the block field it grows; the delta's field holding the piece when named apart.
+_DELTAS = {"text_delta": "text", "thinking_delta": "thinking", "signature_delta": "signature",
+           "input_json_delta": "input"}
+_DELTA_VALUE = {"input": "partial_json"}
 # Said for a refusal: the API gives no reason, only the stop reason (and the text cut off before it).
 REFUSED = "it stopped this reply (stop_reason \"refusal\"); the exchange is left out of the conversation from now on"
 
@@ -79,44 +84,44 @@ class AnthropicClient(HttpModelClient):
 class AnthropicStream:
     """Messages API stream events: `message_start` (model, input usage), content blocks opened, grown by
     text, thinking, signature or partial-JSON deltas, and closed, `message_delta` (stop reason, output
-    usage), `message_stop` (the end)."""
+    usage), `message_stop` (the end).
+
+    Deltas are kept as their pieces, per block and field, and joined once at the end; the blocks and the
+    pieces count against the answer's `Budget`."""
 
     def __init__(self, model: str, source: str) -> None:
         self.model = model
         self.source = source
         self.complete = False
         self._blocks: dict[int, dict[str, Any]] = {}
-        self._json: dict[int, str] = {}  # each tool_use block's input as it streams
+        # each block's growing fields in pieces: text, thinking, signature, and a tool_use's input JSON
+        self._pieces: dict[int, dict[str, list[str]]] = {}
         self._usage: dict[str, Any] = {}
         self._stop: str | None = None
+        self._budget = Budget()
 
     def feed(self, event: str, data: str) -> str:
         payload = json.loads(data)
         kind = payload.get("type") or event
         if kind == "error":  # e.g. overloaded_error mid-stream
-            error = payload.get("error") or {}
-            raise TransientError(f"{error.get('type', 'error')}: {error.get('message', '')}".rstrip(": "))
+            raise ErrorEvent(data)
         if kind == "message_start":
             message = payload["message"]
             self.model = message.get("model") or self.model
             self._usage.update(message.get("usage") or {})
         elif kind == "content_block_start":
-            index, block = int(payload["index"]), dict(payload["content_block"])
-            self._blocks[index] = block
-            if block["type"] == "tool_use":
-                self._json[index] = ""
+            index = int(payload["index"])
+            self._budget.take(data)  # the block is kept as it came
+            self._blocks[index] = dict(payload["content_block"])
+            self._pieces[index] = {}
         elif kind == "content_block_delta":
             index, delta = int(payload["index"]), payload["delta"]
-            block = self._blocks[index]
-            if delta["type"] == "text_delta":
-                block["text"] = block.get("text", "") + delta["text"]
-                return str(delta["text"])
-            if delta["type"] == "input_json_delta":
-                self._json[index] += delta["partial_json"]
-            elif delta["type"] == "thinking_delta":
-                block["thinking"] = block.get("thinking", "") + delta["thinking"]
-            elif delta["type"] == "signature_delta":
-                block["signature"] = block.get("signature", "") + delta["signature"]
+            field = _DELTAS.get(delta["type"])
+            if field is not None:
+                piece = self._budget.take(str(delta[_DELTA_VALUE.get(field, field)]))
+                self._pieces[index].setdefault(field, []).append(piece)
+                if field == "text":
+                    return piece
         elif kind == "message_delta":
             self._stop = (payload.get("delta") or {}).get("stop_reason") or self._stop
             self._usage.update({k: v for k, v in (payload.get("usage") or {}).items() if v is not None})
@@ -125,10 +130,17 @@ class AnthropicStream:
         return ""
 
     def reply(self) -> ModelReply:
-        # A tool's input streams as JSON text; passed on as text, so bad JSON reaches the model as an error.
-        blocks = [{**b, "input": self._json[i] or "{}"} if b["type"] == "tool_use" else b
-                  for i, b in sorted(self._blocks.items())]
+        blocks = [self._built(i, b) for i, b in sorted(self._blocks.items())]
         return _reply(blocks, self._stop, read_usage(self._usage), self.model, self.source)
+
+    def _built(self, index: int, block: dict[str, Any]) -> dict[str, Any]:
+        """A block with its streamed pieces joined onto what its start carried."""
+        grown = {field: block.get(field, "") + "".join(pieces) for field, pieces in self._pieces[index].items()
+                 if field != "input"}
+        if block["type"] == "tool_use":
+            # A tool's input streams as JSON text; passed on as text, so bad JSON reaches the model as an error.
+            grown["input"] = "".join(self._pieces[index].get("input", ())) or "{}"
+        return {**block, **grown}
 
 
 def _reply(content: list[dict[str, Any]], stop_reason: str | None, usage: Usage, model: str,

@@ -72,3 +72,13 @@ def _upstream(raw: Any) -> str:
 
 def _text(value: Any) -> str:
     return value.strip() if isinstance(value, str) else ""
+
+
+class ErrorEvent(Exception):
+    """An error the provider sent inside a stream (an `error` event, or a chunk with an `error` field).
+    `body` is the event's data: the client reads it with `provider_words`, as it reads an error answer's
+    body, so it reaches the owner the same way (marked as the provider's, cut, no key or base URL)."""
+
+    def __init__(self, body: str) -> None:
+        super().__init__("the provider sent an error in the stream")
+        self.body = body

@@ -30,11 +30,11 @@ import httpx
 from connectors.bodies import read_at_most
 from connectors.http1 import Http1Transport
 from gateway.limits import escape_surrogates, replace_surrogates
-from gateway.llm.bounds import MAX_ANSWER_BYTES, MAX_ERROR_BYTES, STREAM_MAX_S, too_large
-from gateway.llm.errors import provider_words
+from gateway.llm.bounds import MAX_ANSWER_BYTES, MAX_ERROR_BYTES, STREAM_MAX_S, AnswerTooLarge, too_large
+from gateway.llm.errors import ErrorEvent, provider_words
 from gateway.llm.retry import RetryPolicy, TransientError, parse_retry_after, with_retries
 from gateway.llm.sse import EventTooLarge, sse_events, sse_lines
-from gateway.llm.types import ChatMessage, ModelCutOff, ModelReply, ModelUnavailable, TextSink, ToolSchema
+from gateway.llm.types import ChatMessage, ModelCutOff, ModelReply, ModelUnavailable, Restart, TextSink, ToolSchema
 from gateway.llm.wire import WireCache, encode
 
 log = logging.getLogger(__name__)
@@ -52,8 +52,9 @@ class StreamReader(Protocol):
     complete: bool  # the stream said the reply is finished (a stream that ends before is cut)
 
     def feed(self, event: str, data: str) -> str:
-        """Take one event; return the text it adds ("" for none). Raises TransientError for an error
-        event, KeyError/TypeError/ValueError for one of the wrong shape."""
+        """Take one event; return the text it adds ("" for none; a `Restart` when the text so far is
+        withdrawn). Raises ErrorEvent for an error event, AnswerTooLarge past the answer's bound,
+        KeyError/TypeError/ValueError for one of the wrong shape."""
         ...
 
     def reply(self) -> ModelReply:
@@ -191,9 +192,12 @@ class HttpModelClient(abc.ABC):
                 try:
                     await self._check_stream_status(response)
                     async for event, data in self._events(response):
-                        text = reader.feed(event, data)
-                        if text:
-                            started = True
+                        try:
+                            text = reader.feed(event, data)
+                        except ErrorEvent as exc:
+                            raise TransientError(f"an error in the stream{self._words(exc.body.encode())}") from None
+                        started = started or bool(text)
+                        if text or isinstance(text, Restart):
                             await on_text(text)
                 finally:
                     await response.aclose()
@@ -204,10 +208,10 @@ class HttpModelClient(abc.ABC):
                 log.warning("model_stream_cut url=%s model=%s cause=%r", self._where, model, exc.cause)
                 raise ModelCutOff(exc.cause) from None
             raise
-        except (TimeoutError, EventTooLarge) as exc:  # a bound of the whole answer: refused, never retried
+        except (TimeoutError, EventTooLarge, AnswerTooLarge) as exc:  # a bound of the answer: refused, not retried
             if isinstance(exc, TimeoutError) and not whole.expired():
                 raise
-            cause = str(exc) if isinstance(exc, EventTooLarge) else \
+            cause = str(exc) if not isinstance(exc, TimeoutError) else \
                 f"the streamed answer took longer than {self.stream_max_s:g}s ([model] stream_max_s)"
             log.warning("model_stream_bound url=%s model=%s cause=%r", self._where, model, cause)
             raise ModelCutOff(cause) if started else ModelUnavailable(too_large(self._where, cause)) from None
@@ -279,12 +283,15 @@ class HttpModelClient(abc.ABC):
                 reason = http.HTTPStatus(response.status_code).phrase
             except ValueError:
                 reason = ""
-        text = f"HTTP {response.status_code} {reason}".rstrip()
-        # The provider's words, marked as theirs; a provider may echo the key or the URL it was called at.
+        return f"HTTP {response.status_code} {reason}".rstrip() + self._words(content, reason)
+
+    def _words(self, content: bytes, reason: str = "") -> str:
+        """The provider's message in an error body, marked as theirs ('; the provider says: "..."'), or ""
+        when it holds none beyond `reason`. A provider may echo the key or the URL it was called at."""
         message = provider_words(content, (self._api_key or "", self.base_url, self._where))
         if message and message.lower() != reason.lower():
-            text += f'; the provider says: "{message}"'
-        return text
+            return f'; the provider says: "{message}"'
+        return ""
 
     def _hint(self, status: int) -> str:
         if status in (401, 403):

@@ -19,12 +19,13 @@ import uuid
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+from gateway.llm.bounds import Budget
+from gateway.llm.errors import ErrorEvent
 from gateway.llm.extras import extras_for, source_of
 from gateway.llm.http import HttpModelClient
 from gateway.llm.refusal import declined, without_refused
-from gateway.llm.retry import TransientError
 from gateway.llm.think import ONLY_THINKING, ThinkFilter, strip_think
-from gateway.llm.types import ChatMessage, ModelReply, ProviderExtras, TextSink, ToolCall, ToolSchema, Usage
+from gateway.llm.types import ChatMessage, ModelReply, ProviderExtras, Restart, TextSink, ToolCall, ToolSchema, Usage
 from gateway.llm.wire import encode
 
 TokensField = Literal["max_tokens", "max_completion_tokens"]
@@ -141,54 +142,65 @@ class OpenAIStream:
     (id and name in the first piece, the arguments spread over the rest), the usage in the last chunk.
 
     Gemini streams each tool call whole in one chunk without an `index`: a piece without one continues
-    the call being built unless it brings a different `id`, which starts a new call."""
+    the call being built unless it brings a different `id`, which starts a new call.
+
+    Growing text (content, reasoning, arguments) is kept as its pieces and joined once, and all of it
+    counts against the answer's `Budget`."""
 
     def __init__(self, model: str, source: str) -> None:
         self.model = model
         self.source = source
         self.complete = False
         self._text: list[str] = []
-        self._calls: dict[int, dict[str, Any]] = {}
+        self._calls: dict[int, dict[str, Any]] = {}  # each with its arguments as a list of pieces
         self._last: int | None = None  # the key of the call last added to
         self._usage: dict[str, Any] = {}
-        self._message: dict[str, Any] = {}  # the message's opaque fields (reasoning_content, extra_content)
+        self._message: dict[str, Any] = {}  # the message's opaque fields (extra_content)
+        self._reasoning: list[str] = []  # DeepSeek's reasoning_content, in pieces
         self._refusal: list[str] = []
         self._think = ThinkFilter()
+        self._budget = Budget()
 
     def feed(self, event: str, data: str) -> str:
         if data.strip() == "[DONE]":
             self.complete = True
-            return self._shown(self._think.end())
+            return self._shown([self._think.end()])
         chunk = json.loads(data)
-        error = chunk.get("error")
-        if error:  # some servers report a failure mid-stream as a chunk
-            raise TransientError(str(error.get("message") if isinstance(error, dict) else error))
+        if chunk.get("error"):  # some servers report a failure mid-stream as a chunk
+            raise ErrorEvent(data)
         self.model = chunk.get("model") or self.model
         if chunk.get("usage"):
             self._usage = chunk["usage"]
-        text = ""
+        shown: list[str] = []
         for choice in chunk.get("choices") or []:
             delta = choice.get("delta") or {}
             for piece in delta.get("tool_calls") or []:
                 self._add_call(piece)
             if isinstance(delta.get("reasoning_content"), str):
-                self._message["reasoning_content"] = self._message.get("reasoning_content", "") + \
-                    delta["reasoning_content"]
+                self._reasoning.append(self._budget.take(delta["reasoning_content"]))
             if delta.get("extra_content") is not None:
                 self._message["extra_content"] = delta["extra_content"]
             if isinstance(delta.get("refusal"), str):
-                self._refusal.append(delta["refusal"])
-            text += self._think.feed(delta.get("content") or "")
+                self._refusal.append(self._budget.take(delta["refusal"]))
+            shown.append(self._think.feed(self._budget.take(delta.get("content") or "")))
             if choice.get("finish_reason"):
                 # Servers that omit [DONE] still end every choice with a finish reason.
                 self.complete = True
         if self.complete:
-            text += self._think.end()
-        return self._shown(text)
+            shown.append(self._think.end())
+        return self._shown(shown)
 
-    def _shown(self, text: str) -> str:
+    def _shown(self, pieces: list[str]) -> str:
+        """The text of one chunk's `pieces`; from the last `Restart` on, when one found what was shown
+        before it to be reasoning (it then starts the reply's text over)."""
+        restart = next((i for i in range(len(pieces) - 1, -1, -1) if isinstance(pieces[i], Restart)), None)
+        if restart is not None:
+            self._text, pieces = [], pieces[restart:]
+        text = "".join(pieces)
         self._text.append(text)
-        return "" if self._refusal else text
+        if self._refusal:
+            return ""
+        return Restart(text) if restart is not None else text
 
     def _add_call(self, piece: dict[str, Any]) -> None:
         if "index" in piece:
@@ -198,25 +210,31 @@ class OpenAIStream:
         else:
             key = self._last
         self._last = key
-        call = self._calls.setdefault(key, {"id": "", "name": "", "arguments": "", "extras": {}})
+        call = self._calls.setdefault(key, {"id": "", "name": "", "arguments": [], "extras": {}})
         function = piece.get("function") or {}
-        call["id"] = piece.get("id") or call["id"]
-        call["name"] = function.get("name") or call["name"]
-        call["arguments"] += function.get("arguments") or ""
-        call["extras"].update(_call_extras(piece))
+        call["id"] = self._budget.take(piece.get("id") or "") or call["id"]
+        call["name"] = self._budget.take(function.get("name") or "") or call["name"]
+        call["arguments"].append(self._budget.take(function.get("arguments") or ""))
+        extras = _call_extras(piece)
+        if extras:  # opaque JSON kept verbatim, counted as its text
+            self._budget.take(json.dumps(extras))
+            call["extras"].update(extras)
 
     def reply(self) -> ModelReply:
         usage = read_usage(self._usage)
         if self._refusal:
             return ModelReply(text=declined("".join(self._refusal)), usage=usage, model=self.model, refused=True)
-        built = [(_read_call({"id": c["id"], "function": {"name": c["name"], "arguments": c["arguments"] or "{}"}}),
+        built = [(_read_call({"id": c["id"], "function": {"name": c["name"],
+                                                           "arguments": "".join(c["arguments"]) or "{}"}}),
                   c["extras"]) for _, c in sorted(self._calls.items())]
         calls = [call for call, _ in built]
         text = "".join(self._text)
         if self._think.thinking and not text.strip() and not calls:
             text = ONLY_THINKING
+        message = {**self._message, "reasoning_content": "".join(self._reasoning)} if self._reasoning \
+            else self._message
         return ModelReply(text=text, tool_calls=calls, usage=usage, model=self.model,
-                          extras=_extras(self.source, self._message, {call.id: e for call, e in built}))
+                          extras=_extras(self.source, message, {call.id: e for call, e in built}))
 
 
 def _call_extras(call: dict[str, Any]) -> dict[str, Any]:

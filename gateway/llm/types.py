@@ -116,7 +116,15 @@ class ModelCutOff(ModelUnavailable):
         self.cause = cause
 
 
-# Receives each piece of text as a streamed reply produces it.
+class Restart(str):
+    """A piece of a streamed reply that starts its text over: what was handed out before it is withdrawn
+    (it was the model's reasoning, gateway/llm/think.py) and the reply's text is this piece and what
+    follows. A sink that cannot withdraw text treats it as an ordinary piece."""
+
+    __slots__ = ()
+
+
+# Receives each piece of text as a streamed reply produces it (a `Restart` starts the text over).
 TextSink = Callable[[str], Awaitable[None]]
 
 
@@ -133,4 +141,4 @@ class ModelClient(Protocol):
 
 
 __all__ = ["ChatMessage", "ImagePart", "ModelClient", "ModelCutOff", "ModelReply", "ModelUnavailable",
-           "ProviderExtras", "TextSink", "ToolCall", "ToolSchema", "Usage", "stored_fields"]
+           "ProviderExtras", "Restart", "TextSink", "ToolCall", "ToolSchema", "Usage", "stored_fields"]

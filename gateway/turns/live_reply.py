@@ -18,6 +18,7 @@ import re
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from gateway.llm.types import Restart
 from gateway.outbox import OutboxService
 from gateway.surfaces.base import LiveSettings
 from gateway.surfaces.text import split_text
@@ -58,9 +59,12 @@ class LiveReply:
         return self._shown
 
     async def add(self, piece: str) -> None:
-        """Take the next piece of the reply (a `TextSink`). Never waits for the platform."""
+        """Take the next piece of the reply (a `TextSink`). Never waits for the platform. A `Restart`
+        replaces the text so far (it was the model's reasoning): the message is edited to what follows."""
         if not self.text and self._last_write == float("-inf"):
             self._last_write = asyncio.get_running_loop().time() - self.settings.interval_s + FIRST_WAIT_S
+        if isinstance(piece, Restart):
+            self.text = ""
         self.text += piece
         if not self._shown:
             stripped = self.text.strip()

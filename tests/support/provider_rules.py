@@ -17,7 +17,9 @@ back where the provider requires it:
 - `OpenAIStrict`: api.openai.com: no message or tool-call field it does not document, `reasoning_effort`
   only on reasoning models and only with a documented value; `refusal` for a refused request.
 - `ThinkInContent`: llama.cpp `--reasoning-format none`, vLLM without a reasoning parser, some Ollama
-  models: a `<think>…</think>` block at the head of the content, the tags split across chunks.
+  models: a `<think>…</think>` block at the head of the content, the tags split across chunks; with
+  `opened_in_prompt`, only its closing tag (DeepSeek-R1 distills, QwQ, Qwen3 whose chat template opens
+  `<think>` at the end of the prompt): `reasoning…</think>answer`.
 - `Refuses`: a model that refuses whenever the trigger is anywhere in the conversation it is sent (so a
   refused exchange kept in the history makes every later turn refused too), in OpenAI's shape (the
   `refusal` field, `delta.refusal`) or Anthropic's (`stop_reason: "refusal"` after some text).
@@ -216,16 +218,20 @@ class OpenAIStrict:
 
 class ThinkInContent:
     """A local server that leaves the reasoning in the content: llama.cpp `--reasoning-format none`, vLLM
-    without `--reasoning-parser`, Ollama models whose template does not separate it."""
+    without `--reasoning-parser`, Ollama models whose template does not separate it. `opened_in_prompt`:
+    the template opened the block, so the content carries only its end."""
 
     model = "qwen3-8b"
 
+    def __init__(self, opened_in_prompt: bool = False) -> None:
+        self.opening = "" if opened_in_prompt else "<think>"
+
     def reply(self, text: str, thinking: str = "Okay, the user wants an answer. Let me think.") -> Raw:
-        content = f"<think>\n{thinking}\n</think>\n\n{text}"
+        content = f"{self.opening}\n{thinking}\n</think>\n\n{text}"
         return openai_raw(self.model, {"content": content}, [{"content": p} for p in _pieces(content, 3)], "stop")
 
     def calls(self, *calls: tuple[str, dict[str, Any]], thinking: str = "A tool does this.") -> Raw:
-        content = f"<think>{thinking}</think>"
+        content = f"{self.opening}{thinking}</think>"
         wired = [{"id": f"call_{next(_ids)}", "type": "function", "function": _function(n, a)} for n, a in calls]
         deltas = [{"content": p} for p in _pieces(content, 3)] + [{"tool_calls": [{"index": i, **c}]}
                                                                    for i, c in enumerate(wired)]
