@@ -154,6 +154,23 @@ async def test_the_cli_rotates_the_secret_and_the_old_one_stops_working(
         assert await proc.terminate() == 0
 
 
+async def test_outside_text_in_a_reminder_line_is_shown_as_written_never_as_a_link(
+        tg: FakeBot, model: FakeModel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A trusted-looking notice must not carry a link, mention or formatting the sender wrote."""
+    _, secret = await make_webhook(tmp_path, model, monkeypatch, "bank", "📧 **Bank**: {summary}")
+    body = b"[Verify your account](https://evil.example/login) <https://evil.example> **now** `x`"
+    async with listening(tmp_path, tg, model) as (proc, hooks), aiohttp.ClientSession() as client:
+        assert (await post(client, hooks + "bank", body, Authorization=f"Bearer {secret}"))[0] == 202
+        [sent] = await tg.wait(lambda: [t for t in texts(tg) if t.startswith("📧")], timeout=SUBPROCESS_S,
+                               what="the notice")
+        assert await proc.terminate() == 0
+    assert sent.startswith("📧 <b>Bank</b>: ")  # the owner's own template is still Markdown
+    assert "<a " not in sent and sent.count("<b>") == 1 and "<code>" not in sent
+    with tg.lock:
+        [shown] = [m["text"] for m in tg.messages.values() if m["text"].startswith("📧")]
+    assert shown == f"📧 Bank: {body.decode()}"
+
+
 async def test_kill_9_after_the_202_and_before_the_delivery_still_delivers_exactly_once(
         tg: FakeBot, model: FakeModel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _, secret = await make_webhook(tmp_path, model, monkeypatch, "alarm", "🚨 {summary}")
