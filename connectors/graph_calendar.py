@@ -268,6 +268,7 @@ def _event(item: dict[str, Any], *, href: str, calendar: str, with_source: bool 
                         if (a.get("emailAddress") or {}).get("address")),
         rrule=graph_recurrence.from_graph(item.get("recurrence")),
         href=href, etag=str(item.get("@odata.etag") or ""), calendar=calendar,
+        cancelled=bool(item.get("isCancelled")),
     )
     if not with_source:
         return event

@@ -50,6 +50,9 @@ class Event:
     etag: str = ""
     calendar: str = ""
     source: str = field(default="", repr=False, compare=False)  # the whole resource, for updates
+    # STATUS:CANCELLED (or Graph's isCancelled): an attendee's copy of a called-off meeting, or one
+    # cancelled occurrence of a series, usually stays in the calendar marked so.
+    cancelled: bool = False
 
     @property
     def all_day(self) -> bool:
@@ -201,6 +204,7 @@ def _event(comp: icalendar.Event, *, href: str, etag: str, calendar: str, source
         attendees=tuple(_email(a) for a in _as_list(comp.get("attendee"))),
         rrule=_rule_text(comp),
         href=href, etag=etag, calendar=calendar, source=source,
+        cancelled=str(comp.get("status", "")).strip().upper() == "CANCELLED",
     )
 
 

@@ -1,11 +1,14 @@
 """What a mail trigger's filters read from a message's headers: the sender's address, whether it matches
 an address or ``*@domain`` pattern, and whether the receiving server verified it.
 
-Verification reads only the topmost Authentication-Results header (RFC 8601): the receiving server adds
-its own above everything the message arrived with, so a header further down may be the sender's forgery.
-It passes on ``dmarc=pass``, or on ``dkim=pass`` whose signing domain (``header.d``) is aligned with the
-From domain: equal to it, or one a parent of the other (DMARC's relaxed alignment, without the public
-suffix list: a parent the signer controls is its own organization).
+Verification trusts only Authentication-Results headers (RFC 8601) whose authserv-id is the one the
+account's receiving server writes (configured per account): a header with any other id, or any header
+at all when the receiving server adds none, may be the sender's own forgery. Of the trusted ones the
+topmost counts (the receiving server adds its own above everything the message arrived with). It passes
+on ``dmarc=pass``, or on ``dkim=pass`` whose signing domain (``header.d``) is aligned with the From
+domain: equal to it, or one a parent of the other (DMARC's relaxed alignment, without the public suffix
+list: a parent the signer controls is its own organization). With no authserv-id configured nothing is
+verified.
 """
 
 from __future__ import annotations
@@ -39,22 +42,30 @@ def _aligned(signer: str, domain: str) -> bool:
     return signer == domain or domain.endswith("." + signer) or signer.endswith("." + domain)
 
 
-def sender_verified(msg: Message) -> bool:
-    """Whether the topmost Authentication-Results says DMARC passed, or DKIM passed aligned with From."""
+def sender_verified(msg: Message, auth_serv_id: str) -> bool:
+    """Whether the topmost Authentication-Results from `auth_serv_id` says DMARC passed, or DKIM passed
+    aligned with From (False when `auth_serv_id` is empty or no header carries it)."""
     address = sender_address(msg)
-    results = msg.get_all("Authentication-Results") or []
-    if not address or not results:
+    if not address or not auth_serv_id:
         return False
     domain = address.rsplit("@", 1)[1]
-    text = _COMMENT.sub(" ", " ".join(str(results[0]).split()))
-    for resinfo in text.split(";")[1:]:  # the first part is the receiving server's authserv-id
-        props = dict((k.lower(), v) for k, v in _PROPERTY.findall(resinfo))
-        if props.get("dmarc", "").lower() == "pass":
-            claimed = props.get("header.from")
-            if claimed is None or claimed.lower().rstrip(".") == domain:
-                return True
-        if props.get("dkim", "").lower() == "pass":
-            signer = props.get("header.d") or props.get("header.i", "").rsplit("@", 1)[-1]
-            if signer and _aligned(signer, domain):
-                return True
+    for header in msg.get_all("Authentication-Results") or []:
+        parts = _COMMENT.sub(" ", " ".join(str(header).split())).split(";")
+        # The authserv-id may carry a version ("mx.example.org 1"); compared without it, case-insensitively.
+        served_by = (parts[0].split() or [""])[0].lower().rstrip(".")
+        if served_by == auth_serv_id.lower().rstrip("."):
+            return any(_passes(resinfo, domain) for resinfo in parts[1:])
+    return False
+
+
+def _passes(resinfo: str, domain: str) -> bool:
+    props = dict((k.lower(), v) for k, v in _PROPERTY.findall(resinfo))
+    if props.get("dmarc", "").lower() == "pass":
+        claimed = props.get("header.from")
+        if claimed is None or claimed.lower().rstrip(".") == domain:
+            return True
+    if props.get("dkim", "").lower() == "pass":
+        signer = props.get("header.d") or props.get("header.i", "").rsplit("@", 1)[-1]
+        if signer and _aligned(signer, domain):
+            return True
     return False

@@ -17,9 +17,11 @@ import pytest
 
 from connectors.graph_recurrence import from_graph, to_graph
 from connectors.ical import InvalidEvent
+from gateway.automations.event_plan import EventPlanner
 from gateway.config import parse_config
 from gateway.services.accounts import account_services
 from store.db import Store
+from store.records import AutomationRecord, Origin
 from tests.support.context import RecordingContext
 from tests.support.graph_fake import GraphFake
 from tests.support.oauth_accounts import KEY, account, signed_in
@@ -35,6 +37,7 @@ from toolsets.calendar import (
     calendar_status,
     calendar_update,
 )
+from toolsets.schedule import parse_schedule
 
 STANDUP = {"subject": "Stand-up", "start": {"dateTime": "2026-12-01T09:00:00", "timeZone": "W. Europe Standard Time"},
            "end": {"dateTime": "2026-12-01T09:15:00", "timeZone": "W. Europe Standard Time"},
@@ -149,3 +152,25 @@ def test_repeat_rules_round_trip_through_graphs_patterns() -> None:
     for rule in ("FREQ=HOURLY", "FREQ=MONTHLY;BYMONTHDAY=1,15", "FREQ=WEEKLY;BYDAY=2MO", "FREQ=DAILY;BYHOUR=9"):
         with pytest.raises(InvalidEvent):
             to_graph(rule, first, "Europe/Berlin")
+
+
+async def test_a_before_event_trigger_skips_meetings_graph_marks_cancelled(work: Any, graph: GraphFake) -> None:
+    """An attendee's copy of a called-off meeting stays in an Outlook calendar with isCancelled: it is
+    not planned."""
+    ctx, user = work
+    graph.add_event(user, {**STANDUP, "subject": "Called off", "recurrence": None, "isCancelled": True})
+    graph.add_event(user, {**STANDUP, "subject": "Still on", "recurrence": None})
+    trigger = parse_schedule({"type": "before_event", "minutes": 10})
+    rec = AutomationRecord(id="a1", user_key="console:owner", origin=Origin(surface="console", chat_id="local"),
+                           name="brief", schedule=trigger.model_dump(mode="json"), action={"kind": "reminder"},
+                           created_at="2026-11-30T00:00:00Z", updated_at="2026-11-30T00:00:00Z")
+
+    async def nothing() -> list[AutomationRecord]:
+        return []
+
+    async def no_fire(*_: Any) -> bool:
+        return False
+
+    planner = EventPlanner(ctx.store, nothing, no_fire, ctx.services["calendar"], ZoneInfo("Europe/Berlin"))
+    planned = await planner.occurrences(rec, trigger, datetime.fromisoformat("2026-12-01T06:00:00+00:00"))
+    assert [e.fields["title"] for _, _, e in planned] == ["Still on"]

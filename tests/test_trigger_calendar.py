@@ -20,7 +20,8 @@ CONSOLE = Origin(surface="console", chat_id="local")
 
 
 def ics(uid: str, summary: str, start: datetime, *, location: str = "", rrule: str = "",
-        zone: str | None = None) -> str:
+        zone: str | None = None, status: str = "", cancelled_instance: datetime | None = None) -> str:
+    """One event; `cancelled_instance` (a start of the series) adds an override marking it STATUS:CANCELLED."""
     def when(name: str, at: datetime) -> str:
         return f"{name};TZID={zone}:{at:%Y%m%dT%H%M%S}" if zone else f"{name}:{at.astimezone(UTC):%Y%m%dT%H%M%SZ}"
 
@@ -28,7 +29,13 @@ def ics(uid: str, summary: str, start: datetime, *, location: str = "", rrule: s
     lines = ["BEGIN:VCALENDAR", "VERSION:2.0", "PRODID:-//test//EN", "BEGIN:VEVENT", f"UID:{uid}",
              "DTSTAMP:20260101T000000Z", stamp, end_stamp, f"SUMMARY:{summary}",
              *([f"LOCATION:{location}"] if location else []), *([f"RRULE:{rrule}"] if rrule else []),
-             "END:VEVENT", "END:VCALENDAR"]
+             *([f"STATUS:{status}"] if status else []), "END:VEVENT"]
+    if cancelled_instance is not None:
+        lines += ["BEGIN:VEVENT", f"UID:{uid}", "DTSTAMP:20260101T000000Z",
+                  when("RECURRENCE-ID", cancelled_instance), when("DTSTART", cancelled_instance),
+                  when("DTEND", cancelled_instance + timedelta(minutes=30)), f"SUMMARY:{summary}",
+                  "STATUS:CANCELLED", "END:VEVENT"]
+    lines.append("END:VCALENDAR")
     return "\r\n".join(lines) + "\r\n"
 
 
@@ -129,3 +136,23 @@ async def test_occurrences_are_planned_in_instants_through_a_dst_change(
     assert [(at, e.fields["time"]) for _, at, e in planned] == [
         (iso(datetime(2026, 3, 29, 6, 50, tzinfo=UTC)), "Sun 29 Mar 09:00 CEST")]
     assert all(e.fields["title"] == "Daily" for _, _, e in planned)  # the all-day holiday is left out
+
+
+async def test_events_and_occurrences_kept_as_cancelled_are_not_planned(
+        start: Any, caldav_server: Any, calendar: str) -> None:
+    """An attendee's copy of a called-off meeting stays in the calendar with STATUS:CANCELLED, and so does
+    one cancelled occurrence of a series (an override): neither fires."""
+    h = await start()
+    automation = await trigger(h, 10)
+    [(rec, schedule)] = [(r, parse_schedule(r.schedule)) for r in await h.gw.services["automations"].list(OWNER)
+                         if r.id == automation]
+    first = datetime(2026, 6, 1, 9, 0, tzinfo=UTC)
+    put(caldav_server, calendar, "called-off", ics("called-off", "Called off", first + timedelta(hours=2),
+                                                   status="CANCELLED"))
+    put(caldav_server, calendar, "kept", ics("kept", "Kept", first + timedelta(hours=3), status="CONFIRMED"))
+    put(caldav_server, calendar, "series", ics("series", "Series", first, rrule="FREQ=HOURLY;INTERVAL=6;COUNT=3",
+                                               cancelled_instance=first + timedelta(hours=6)))
+    planned = await h.gw.triggers.calendar.occurrences(rec, schedule, first - timedelta(hours=1))
+    assert [(at, e.fields["title"]) for _, at, e in planned] == [
+        (iso(first - timedelta(minutes=10)), "Series"), (iso(first + timedelta(hours=3, minutes=-10)), "Kept"),
+        (iso(first + timedelta(hours=12, minutes=-10)), "Series")]

@@ -16,7 +16,7 @@ from store.records import Origin
 from store.triggers import TriggerEvents
 from tests.fixtures.mail import PASSWORD, USER
 from tests.fixtures.model import reply, tool_call
-from tests.support.mail_drop import MailDrop
+from tests.support.mail_drop import AUTHSERV, MailDrop
 from toolsets.registry import TOOLSETS
 from toolsets.schedule import Reminder, parse_action, parse_schedule
 
@@ -34,7 +34,7 @@ def mail_drop(mail_servers: Any) -> Iterator[MailDrop]:
 
 @pytest.fixture
 def start(start_console: Any, email_config: Any) -> Any:
-    config = email_config()
+    config = email_config(auth_serv_id=AUTHSERV)
 
     async def go(**kwargs: Any) -> Any:  # resident=False: a gateway as `anyy chat` or the CLI has it
         return await start_console(config=config, toolsets=TOOLSETS, **kwargs)
@@ -59,7 +59,7 @@ async def test_new_mail_fires_a_reminder_trigger_once_with_no_model_call(start: 
     folder = mail_drop.new_folder()
     automation = await watching(h, folder)
     await mail_drop.asend(folder, subject="Statement for March")
-    out = await h.wait_for("📧 Ann <ann@bank.example>: Statement for March")
+    out = await h.wait_for("📧 Ann \\<ann@bank.example\\>: Statement for March")
     await h.gw.idle()
     assert (out + h.new_output()).count("📧") == 1
     assert model.requests == []
@@ -87,7 +87,10 @@ async def test_verified_sender_reads_only_the_receiving_servers_header(start: An
     h = await start()
     folder = mail_drop.new_folder()
     await watching(h, folder, {"from": ["*@bank.example"], "verified_sender": True})
-    forged = {"Authentication-Results": "mx.example.test; dmarc=pass header.from=bank.example"}
+    # The sender's own header, passed on by a server that adds none: another authserv-id, not trusted.
+    await mail_drop.asend(folder, subject="forged, no server header", auth=None, headers={
+        "Authentication-Results": "mx.bank.example; dmarc=pass header.from=bank.example"})
+    forged = {"Authentication-Results": f"{AUTHSERV}; dmarc=pass header.from=bank.example"}
     await mail_drop.asend(folder, subject="forged", auth="dmarc=fail header.from=bank.example", headers=forged)
     await mail_drop.asend(folder, subject="unaligned", auth="dkim=pass header.d=evil.example")
     await mail_drop.asend(folder, subject="dkim aligned", auth="dkim=pass (good) header.d=bank.example")
@@ -245,3 +248,30 @@ async def test_a_trigger_on_an_unknown_account_is_refused_when_created(start: An
     assert "there is no account 'nope'; the accounts are: default" in results[0]
     assert "no calendar is configured, so this trigger could never fire" in results[1]
     assert await h.gw.services["automations"].list(OWNER) == []
+
+
+async def test_without_a_trusted_authserv_id_no_sender_is_verified_and_creating_says_so(
+        start_console: Any, email_config: Any, mail_drop: MailDrop, model: Any) -> None:
+    h = await start_console(config=email_config(), toolsets=TOOLSETS)  # no auth_serv_id configured
+    folder = mail_drop.new_folder()
+    model.script(tool_call("automation_create", {"name": "bank", "schedule": {
+        "type": "email", "folder": folder, "verified_sender": True}, "action": {"kind": "reminder"}}), reply("Made."))
+    await h.say("tell me when the bank writes")
+    [result] = [m["content"] for m in model.requests[-1].messages if m["role"] == "tool"]
+    assert "sender verification is not available on account 'default'" in result
+    await h.gw.triggers.mail.refresh()
+    await h.gw.triggers.mail.folders[("default", folder)].swept.wait()
+    # A forged header alone (the server adds none) would be the topmost one; nothing is trusted here.
+    await mail_drop.asend(folder, subject="forged", auth=None, headers={
+        "Authentication-Results": f"{AUTHSERV}; dmarc=pass header.from=bank.example"})
+    await mail_drop.asend(folder, subject="real", auth="dmarc=pass header.from=bank.example")
+    watcher, events = h.gw.triggers.mail.folders[("default", folder)], TriggerEvents(h.gw.store)
+
+    async def both_seen() -> None:
+        while (mark := await events.watermark("default", folder)) is None or mark[1] < 2:
+            watcher.swept.clear()
+            await watcher.swept.wait()  # each look at the folder (pushed, or the sweep) ends in one
+
+    await asyncio.wait_for(both_seen(), 30)
+    await h.gw.idle()
+    assert "📧" not in h.new_output()

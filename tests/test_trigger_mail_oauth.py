@@ -63,7 +63,7 @@ async def test_an_oauth_mailbox_is_watched_over_xoauth2(tmp_path: Path, store: S
         await asyncio.wait_for(watcher.folders[("personal", "INBOX")].swept.wait(), 30)
         await asyncio.to_thread(oauth_mail.deliver, GMAIL, mail("Statement via Gmail"))
         await asyncio.wait_for(arrived.wait(), 30)
-        assert delivered == ["📧 Ann <ann@bank.example>: Statement via Gmail"]
+        assert delivered == ["📧 Ann \\<ann@bank.example\\>: Statement via Gmail"]
         assert ("imap", GMAIL) in oauth_mail.logins
     finally:
         await watcher.stop()

@@ -56,7 +56,7 @@ def secrets(tg: FakeBot, **extra: str) -> dict[str, str]:
 
 
 def notices(tg: FakeBot) -> list[str]:
-    """The trigger's lines as the chat shows them (Telegram shows "Ann <ann@…>" as a mailto link)."""
+    """The trigger's lines as the chat shows them."""
     with tg.lock:
         return [m["text"] for (c, _), m in sorted(tg.messages.items())
                 if c == OWNER_ID and m["from"]["id"] == tg.id and m["text"].startswith("📧")]
@@ -100,7 +100,7 @@ async def test_mail_wakes_a_trigger_in_anyy_run_and_mail_while_down_fires_after_
         await tg.wait(lambda: notices(tg) or None, timeout=SUBPROCESS_S, what="the notice")
         await log_shows(anyy, f"mail_watch_message lease=watch:mail:default:{folder}", count=2)
         assert await anyy.terminate() == 0
-    assert notices(tg) == ["📧 Ann ann@bank.example: Statement for March"]
+    assert notices(tg) == ["📧 Ann <ann@bank.example>: Statement for March"]
     assert len(model.requests) == asked  # no mail reached the model
     output = anyy.output()
     assert PASSWORD not in output and "Statement for March" not in output  # no secrets, no mail at info
@@ -110,8 +110,8 @@ async def test_mail_wakes_a_trigger_in_anyy_run_and_mail_while_down_fires_after_
         await tg.wait(lambda: len(notices(tg)) == 2 or None, timeout=SUBPROCESS_S, what="the late notice")
         await log_shows(anyy, "mail_watch_message", count=1)
         assert await anyy.terminate() == 0
-    assert notices(tg) == ["📧 Ann ann@bank.example: Statement for March",
-                           "📧 Ann ann@bank.example: Arrived while down"]
+    assert notices(tg) == ["📧 Ann <ann@bank.example>: Statement for March",
+                           "📧 Ann <ann@bank.example>: Arrived while down"]
 
 
 async def test_kill_9_between_the_claim_and_the_delivery_gives_exactly_one_notice(
@@ -131,4 +131,4 @@ async def test_kill_9_between_the_claim_and_the_delivery_gives_exactly_one_notic
         # The sweep after start reads the message again (its watermark had not moved): claimed already.
         await log_shows(anyy, f"mail_watch_message lease=watch:mail:default:{folder}")
         assert await anyy.terminate() == 0
-    assert notices(tg) == ["📧 Ann ann@bank.example: Statement once"]
+    assert notices(tg) == ["📧 Ann <ann@bank.example>: Statement once"]

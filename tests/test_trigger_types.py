@@ -95,6 +95,11 @@ def test_a_line_takes_only_plain_fields_and_flattens_them() -> None:
     assert render_line("📅 {title} at {time} in {location}", {"title": "Standup", "time": "09:00",
                                                               "location": ""}) == "📅 Standup at 09:00"
     assert render_line("{from.__class__} {x}", {"from": "a"}) == "{from.__class__} {x}"
+    # Outside text is Markdown-escaped: no link, autolink, emphasis or block marker of its own.
+    assert render_line("**📧** {subject}", {"subject": "[Verify](https://evil.example) <https://x.example> *now*"}) \
+        == "**📧** \\[Verify\\](https://evil.example) \\<https://x.example\\> \\*now\\*"
+    assert render_line("{subject}", {"subject": "# 1. - > ---"}) == "\\# 1. - \\> ---"
+    assert render_line("{subject}", {"subject": "2) x"}) == "2\\) x"
 
 
 @pytest.fixture
@@ -108,7 +113,7 @@ async def test_a_reminder_trigger_delivers_its_line_once_and_calls_no_model(harn
                                Reminder(kind="reminder"))
     assert rec.next_run_at is None
     assert await service.fire_event(rec.id, MAIL) is True
-    out = await harness.wait_for("📧 Ann <ann@bank.example>: Your statement")
+    out = await harness.wait_for("📧 Ann \\<ann@bank.example\\>: Your statement")
     assert await service.fire_event(rec.id, MAIL) is False  # the same message again: claimed already
     await harness.gw.idle()
     assert out.count("📧") + harness.new_output().count("📧") == 1

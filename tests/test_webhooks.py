@@ -20,7 +20,7 @@ import pytest
 from gateway.accounts.vault import KEY_ENV
 from gateway.automations.scheduler import AutomationService
 from gateway.config import load_config
-from gateway.services.webhooks import MAX_BODY, WebhookService, signature
+from gateway.services.webhooks import MAX_BODY, RateLimit, WebhookService, signature
 from gateway.surfaces.console import CHAT_ID
 from store.outbox import Outbox
 from store.records import Origin
@@ -154,6 +154,23 @@ async def test_the_cli_rotates_the_secret_and_the_old_one_stops_working(
         assert await proc.terminate() == 0
 
 
+async def test_outside_text_in_a_reminder_line_is_shown_as_written_never_as_a_link(
+        tg: FakeBot, model: FakeModel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A trusted-looking notice must not carry a link, mention or formatting the sender wrote."""
+    _, secret = await make_webhook(tmp_path, model, monkeypatch, "bank", "📧 **Bank**: {summary}")
+    body = b"[Verify your account](https://evil.example/login) <https://evil.example> **now** `x`"
+    async with listening(tmp_path, tg, model) as (proc, hooks), aiohttp.ClientSession() as client:
+        assert (await post(client, hooks + "bank", body, Authorization=f"Bearer {secret}"))[0] == 202
+        [sent] = await tg.wait(lambda: [t for t in texts(tg) if t.startswith("📧")], timeout=SUBPROCESS_S,
+                               what="the notice")
+        assert await proc.terminate() == 0
+    assert sent.startswith("📧 <b>Bank</b>: ")  # the owner's own template is still Markdown
+    assert "<a " not in sent and sent.count("<b>") == 1 and "<code>" not in sent
+    with tg.lock:
+        [shown] = [m["text"] for m in tg.messages.values() if m["text"].startswith("📧")]
+    assert shown == f"📧 Bank: {body.decode()}"
+
+
 async def test_kill_9_after_the_202_and_before_the_delivery_still_delivers_exactly_once(
         tg: FakeBot, model: FakeModel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _, secret = await make_webhook(tmp_path, model, monkeypatch, "alarm", "🚨 {summary}")
@@ -223,3 +240,43 @@ async def test_the_secret_is_never_posted_into_a_group_chat(store: Any, tmp_path
     view = await tool.call(ctx, tool.args_model.model_validate(args))
     [(text, to)] = ctx.sent
     assert to == direct and "whsec_" in text and "whsec_" not in str(view)
+
+
+async def test_a_captured_signed_request_replayed_under_any_delivery_id_fires_nothing(start_console: Any,
+                                                                                      make_config: Any) -> None:
+    """The signature covers only the body, so the delivery id header is the replayer's to choose: a signed
+    body names its own delivery."""
+    h = await start_console(make_config())
+    user, webhooks = f"console:{h.gw.config.console.user_id}", h.gw.services["webhooks"]
+    rec = await h.gw.services["automations"].create(
+        user, Origin(surface="console", chat_id=CHAT_ID), "ci", parse_schedule({"type": "webhook", "name": "ci"}),
+        parse_action({"kind": "reminder", "text": "🔔 {summary}"}))
+    secret = await webhooks.issue(rec.id)
+    body = b'{"status": "failed"}'
+    signed = {"X-Hub-Signature-256": signature(secret, body)}
+    assert await webhooks.accept("ci", {**signed, "X-GitHub-Delivery": "d-1"}, body) == 202
+    assert await webhooks.accept("ci", {**signed, "X-GitHub-Delivery": "d-2"}, body) == 202  # replayed
+    assert await webhooks.accept("ci", {**signed, "Idempotency-Key": "other"}, body) == 202
+    assert await webhooks.accept("ci", signed, body) == 202
+    other = b'{"status": "passed"}'
+    assert await webhooks.accept("ci", {"X-Hub-Signature-256": signature(secret, other)}, other) == 202
+    await h.gw.idle()
+    runs = await h.gw.services["automations"].history(user, rec.id)
+    assert sorted(r.output for r in runs) == ['🔔 {"status": "failed"}', '🔔 {"status": "passed"}']
+
+
+async def test_more_proven_requests_than_the_limit_a_minute_get_429(store: Any, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(KEY_ENV, KEY)
+    now = [1000.0]
+    service = AutomationService(store, ZoneInfo("UTC"), Outbox(store).enqueue)
+    webhooks = WebhookService(store, tmp_path, service.fire_event, RateLimit(2, clock=lambda: now[0]))
+    rec = await service.create("telegram:1", Origin(surface="telegram", chat_id="1"), "ci",
+                               parse_schedule({"type": "webhook", "name": "ci"}), parse_action({"kind": "reminder"}))
+    bearer = {"Authorization": f"Bearer {await webhooks.issue(rec.id)}"}
+    assert [await webhooks.accept("ci", bearer, f"run {n}".encode()) for n in range(3)] == [202, 202, 429]
+    assert await webhooks.accept("ci", {"Authorization": "Bearer wrong"}, b"x") == 404  # refusals are not counted
+    now[0] += 59
+    assert await webhooks.accept("ci", bearer, b"later") == 429
+    now[0] += 1  # a minute after the first
+    assert await webhooks.accept("ci", bearer, b"later") == 202

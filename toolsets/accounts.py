@@ -26,7 +26,7 @@ Opener = Callable[[], Awaitable[T]]
 
 class AccountClients(Generic[T]):
     """The clients of one service by account name, in config order (the first is the default), with
-    what to call each account in a preview.
+    what to call each account in a preview (and, for mail, the receiving server's authserv-id).
 
     Each account is given as an opener that makes its client on first use: `ready(client)` for one built
     already, or a function that waits for what it needs (an OAuth account's address, learned at sign-in,
@@ -34,7 +34,8 @@ class AccountClients(Generic[T]):
     again on the next use.
     """
 
-    def __init__(self, accounts: Mapping[str, Opener[T]], labels: Mapping[str, str] | None = None) -> None:
+    def __init__(self, accounts: Mapping[str, Opener[T]], labels: Mapping[str, str] | None = None,
+                 auth_serv_ids: Mapping[str, str] | None = None) -> None:
         if not accounts:
             raise ValueError("AccountClients needs at least one account")
         self._names = list(accounts)
@@ -42,6 +43,7 @@ class AccountClients(Generic[T]):
         self._clients: dict[str, T] = {}
         self._opening: dict[str, asyncio.Lock] = {}
         self._labels = dict(labels or {})
+        self._auth_serv_ids = dict(auth_serv_ids or {})
 
     def __len__(self) -> int:
         return len(self._names)
@@ -57,6 +59,11 @@ class AccountClients(Generic[T]):
     def label(self, name: str) -> str:
         """How a preview names the account: `work (microsoft)`, or just its name."""
         return self._labels.get(name, name)
+
+    def auth_serv_id(self, name: str) -> str:
+        """The authserv-id of the mail account's receiving server, whose Authentication-Results headers
+        alone say whether a sender was verified ("": none configured, so no sender can be)."""
+        return self._auth_serv_ids.get(name, "").strip()
 
     def known(self, name: str | None) -> str:
         """The account `name` means (the first without one); a ToolError listing the accounts otherwise."""

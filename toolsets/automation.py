@@ -115,19 +115,30 @@ def _rejects_legacy(tool: Tool) -> Tool:
     return tool
 
 
-def _served(ctx: ToolContext, schedule: ScheduleModel) -> None:
+def _served(ctx: ToolContext, schedule: ScheduleModel) -> str:
     """A trigger on mail or a calendar must name an account that serves it (a ToolError listing the
-    accounts otherwise), so a typo fails now rather than never firing."""
+    accounts otherwise), so a typo fails now rather than never firing. Returns a note for the result: ""
+    or why `verified_sender` can let nothing through on this account."""
     service = {"email": "email", "before_event": "calendar"}.get(schedule.type)
     if service is None:
-        return
+        return ""
     accounts = ctx.service(service)
     if accounts is None:
         raise ToolError(f"no {'mailbox' if service == 'email' else 'calendar'} is configured, so this trigger "
                         "could never fire")
     known = getattr(accounts, "known", None)
-    if known is not None:
-        known(getattr(schedule, "account", None))
+    if known is None:
+        return ""
+    account = known(getattr(schedule, "account", None))
+    if getattr(schedule, "verified_sender", False) and not accounts.auth_serv_id(account):
+        return (f"sender verification is not available on account {account!r}: no auth_serv_id (its receiving "
+                "server's Authentication-Results id) is configured, so no message passes verified_sender and "
+                "this trigger will not fire until one is (docs/automations.md)")
+    return ""
+
+
+def _noted(view: dict[str, Any], note: str) -> dict[str, Any]:
+    return {**view, "warning": note} if note else view
 
 
 async def _guard(call: Any) -> Any:
@@ -154,9 +165,9 @@ async def automation_create(ctx: ToolContext, name: Name, schedule: ScheduleSpec
         schedule: when it fires; times are local wall-clock times.
         action: what it does.
     """
-    _served(ctx, schedule.root)
+    note = _served(ctx, schedule.root)
     rec = await _guard(_service(ctx).create(ctx.user_key, ctx.origin, name, schedule.root, action.root))
-    return await hand_out_secret(ctx, rec, _view(rec, ctx.tz))
+    return _noted(await hand_out_secret(ctx, rec, _view(rec, ctx.tz)), note)
 
 
 @_rejects_legacy
@@ -172,12 +183,11 @@ async def automation_update(ctx: ToolContext, id: str, name: Name | None = None,
         action: a new action.
         enabled: false pauses it, true resumes it.
     """
-    if schedule is not None:
-        _served(ctx, schedule.root)
+    note = _served(ctx, schedule.root) if schedule is not None else ""
     rec = await _guard(_service(ctx).update(
         ctx.user_key, id, name=name, schedule=schedule.root if schedule else None,
         action=action.root if action else None, enabled=enabled))
-    return await hand_out_secret(ctx, rec, _view(rec, ctx.tz))
+    return _noted(await hand_out_secret(ctx, rec, _view(rec, ctx.tz)), note)
 
 
 @TOOLSET.tool(risk=Risk.RUNTIME_LOW, execution=ExecutionPolicy.AUDIT)

@@ -26,6 +26,10 @@ _ADDRESS = re.compile(r"^(?:\*@|[^@\s*]+@)[^@\s*]+\.[^@\s*]+$")
 _HOOK_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 _ACCOUNT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _FIELD = re.compile(r"\{(\w+)\}")
+# What makes outside text Markdown (the line is rendered as Markdown by the surfaces): inline markup
+# anywhere, and the block markers a line may start with (a heading, a list, a quote, a setext underline).
+_INLINE_MARKUP = re.compile(r"([\\`*_~\[\]<>&|])")
+_LINE_START = re.compile(r"^([#+\-=>]|\d+(?=[.)]))")
 _LINE_CHARS = 300
 
 DEFAULT_LINES = {
@@ -119,7 +123,9 @@ def render_line(template: str, fields: Mapping[str, str]) -> str:
     """`template` with each ``{field}`` replaced from the event's `fields` (unknown ones left as they are).
 
     Only plain names are replaced (no attribute or index lookups, unlike str.format), each value on one
-    line and bounded, since it comes from outside. An empty "in {location}" is dropped."""
+    line, bounded and escaped as Markdown text, since it comes from outside: a sender's
+    ``[Verify](https://…)`` shows as written inside the trusted notice, never as a link, mention or
+    formatting. The template is the owner's own and stays Markdown. An empty "in {location}" is dropped."""
     if not fields.get("location"):
         template = template.replace(" in {location}", "")
 
@@ -128,9 +134,15 @@ def render_line(template: str, fields: Mapping[str, str]) -> str:
         if raw is None:
             return m[0]
         flat = " ".join(str(raw).split())
-        return flat if len(flat) <= _LINE_CHARS else flat[:_LINE_CHARS - 1] + "…"
+        return literal(flat if len(flat) <= _LINE_CHARS else flat[:_LINE_CHARS - 1] + "…")
 
     return _FIELD.sub(value, template)
+
+
+def literal(text: str) -> str:
+    """`text` backslash-escaped so that CommonMark shows it as written (one line of it)."""
+    escaped = _INLINE_MARKUP.sub(r"\\\1", text)
+    return _LINE_START.sub(lambda m: m[1] + "\\" if m[1].isdigit() else "\\" + m[1], escaped)
 
 
 def describe_trigger(trigger: TriggerModel) -> str:

@@ -7,9 +7,10 @@ changed (or ten minutes passed, or the calendar has none, like Microsoft Graph),
 `horizon` ahead, recurring events expanded, and holds one APScheduler date job per occurrence at its
 start minus the trigger's minutes. The job's key names the occurrence by event UID and start, so a
 moved event's old job is dropped and a new one placed at the new time, and a cancelled one's job is
-dropped: it never fires. All-day events are left out unless the trigger asks for them. Times are
-instants (the calendar's own zones; minutes are elapsed time), shown in the owner's zone, so DST moves
-nothing. A firing records the occurrence and claims the automation's run for it
+dropped: it never fires, whether it was deleted or kept marked cancelled (iCalendar STATUS:CANCELLED on
+the event or on one overridden occurrence, Graph's isCancelled). All-day events are left out unless the
+trigger asks for them. Times are instants (the calendar's own zones; minutes are elapsed time), shown in
+the owner's zone, so DST moves nothing. A firing records the occurrence and claims the automation's run for it
 (`AutomationService.fire_event`): each occurrence fires once across restarts, re-plans and residents.
 A firing time passed while the resident was down still fires while the event has not started.
 """
@@ -164,7 +165,7 @@ class EventPlanner:
         tz = trigger.zone(self._tz)
         out = []
         for event in listing.events:
-            if event.all_day and not trigger.all_day:
+            if event.cancelled or (event.all_day and not trigger.all_day):
                 continue
             start = instant(event.start, tz)
             at = start - lead

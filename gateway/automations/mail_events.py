@@ -26,13 +26,14 @@ def headers_of(raw: bytes) -> Message:
     return message_from_bytes(raw, policy=policy.default)
 
 
-def passes(trigger: EmailTrigger, headers: Message) -> bool:
-    """Whether the message passes every filter the trigger sets."""
+def passes(trigger: EmailTrigger, headers: Message, auth_serv_id: str) -> bool:
+    """Whether the message passes every filter the trigger sets (`auth_serv_id`: the account's receiving
+    server, whose Authentication-Results alone verify a sender)."""
     if trigger.senders and not sender_matches(sender_address(headers), trigger.senders):
         return False
     if trigger.subject and trigger.subject.casefold() not in str(headers.get("Subject", "")).casefold():
         return False
-    return not (trigger.verified_sender and not sender_verified(headers))
+    return not (trigger.verified_sender and not sender_verified(headers, auth_serv_id))
 
 
 def mail_event(account: str, folder: str, uidvalidity: int, uid: int, raw: bytes) -> TriggerEvent:

@@ -56,6 +56,7 @@ class Watched:
 
     account: str
     folder: str
+    auth_serv_id: str = ""  # the account's receiving server (see connectors/mail_filter.py)
     triggers: list[tuple[AutomationRecord, EmailTrigger]] = field(default_factory=list)
 
 
@@ -171,8 +172,9 @@ class FolderWatcher:
         """Fire the folder's triggers whose filters pass and which existed when the message arrived (a
         trigger made later, e.g. while the resident was down, does not fire for the mail before it)."""
         headers = headers_of(raw)
+        trusted = self.watched.auth_serv_id
         matching = [rec for rec, trigger in self.watched.triggers
-                    if passes(trigger, headers) and (arrived is None or arrived >= _second(rec.created_at))]
+                    if passes(trigger, headers, trusted) and (arrived is None or arrived >= _second(rec.created_at))]
         log.info("mail_watch_message lease=%s uid=%d triggers=%d matched=%d", self.lease, uid,
                  len(self.watched.triggers), len(matching))
         if matching:
@@ -267,7 +269,8 @@ class MailWatcher:
                     log.warning("mail_watch_unknown_account automation=%s account=%s", rec.id, account)
                     self._unknown.add(rec.id)
                 continue
-            wanted.setdefault((account, schedule.folder), Watched(account, schedule.folder)).triggers.append(
+            watched = Watched(account, schedule.folder, self._mail.auth_serv_id(account))
+            wanted.setdefault((account, schedule.folder), watched).triggers.append(
                 (rec, schedule))
         for key in [k for k in self.folders if k not in wanted]:
             await self.folders.pop(key).stop()

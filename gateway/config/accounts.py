@@ -32,6 +32,7 @@ _GOOGLE = {
     "smtp_host": "smtp.gmail.com", "smtp_port": 465, "smtp_security": "ssl",
     "caldav_url": "https://apidata.googleusercontent.com/caldav/v2/",
     "graph_url": "",
+    "auth_serv_id": "mx.google.com",  # what Gmail stamps on the Authentication-Results it adds
 }
 _MICROSOFT = {
     "authorize_url": "https://login.microsoftonline.com/{tenant}/oauth2/v2.0/authorize",
@@ -67,6 +68,9 @@ class AccountConfig(Section):
     smtp_security: Literal["", "ssl", "starttls"] = ""
     caldav_url: str = ""
     graph_url: str = ""
+    # The receiving server's authserv-id, whose Authentication-Results alone a trigger's verified_sender
+    # trusts (Google: mx.google.com). Microsoft 365 writes its header without one: none to trust there.
+    auth_serv_id: str = ""
 
     @model_validator(mode="after")
     def _defaults(self) -> "AccountConfig":

@@ -216,6 +216,8 @@ class DashboardConfig(Section):
     enabled: bool = True
     listen: str = "127.0.0.1:8765"
     allow_remote: bool = False
+    webhook_per_minute: int = Field(default=30, ge=1, le=100_000,
+                                    description="authenticated requests one webhook automation takes a minute")
 
     @property
     def host(self) -> str:

@@ -223,6 +223,9 @@ class EmailConfig(Section):
     from_name: str = ""
     sent_folder: str = ""
     timeout_s: float = Field(default=30, gt=0)
+    auth_serv_id: str = Field(default="", description=(
+        "the authserv-id your receiving server writes in its Authentication-Results (e.g. mx.example.org); "
+        "only its headers count for a trigger's verified_sender, and without it no message is verified"))
 
 
 class CalendarConfig(Section):

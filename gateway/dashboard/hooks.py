@@ -22,11 +22,13 @@ _TEXT = {
     Verdict.BAD_REQUEST: "bad delivery id",
     Verdict.NOT_FOUND: "no such webhook",
     Verdict.TOO_LARGE: f"the body is over {MAX_BODY // 1024} KB",
+    Verdict.TOO_MANY: "too many deliveries; try again in a minute",
 }
 
 
 def _answer(verdict: Verdict) -> web.Response:
-    return web.Response(status=int(verdict), text=_TEXT[verdict] + "\n", content_type="text/plain")
+    headers = {"Retry-After": "60"} if verdict is Verdict.TOO_MANY else None
+    return web.Response(status=int(verdict), text=_TEXT[verdict] + "\n", content_type="text/plain", headers=headers)
 
 
 async def _body(request: web.Request) -> bytes | None:

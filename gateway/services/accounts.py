@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # each client is imported where it is built: a process import
 
 def email_client(cfg: EmailConfig) -> EmailClient:
     from connectors.email import EmailClient, EmailSettings
-    settings = cfg.model_dump(exclude={"name", "password_env", "smtp_password_env"})
+    settings = cfg.model_dump(exclude={"name", "password_env", "smtp_password_env", "auth_serv_id"})
     smtp_password = SecretStr(secret(cfg.smtp_password_env) or "") if cfg.smtp_password_env else None
     return EmailClient(EmailSettings(**settings, password=SecretStr(secret(cfg.password_env) or ""),
                                      smtp_password=smtp_password))
@@ -91,8 +91,10 @@ def account_services(config: Config, store: Store) -> dict[str, Any]:
     mail: dict[str, Opener[Any]] = {}
     calendars: dict[str, Opener[Any]] = {}
     labels: dict[str, str] = {}
+    auth_serv_ids: dict[str, str] = {}
     if config.email is not None:
         mail[config.email.name] = ready(email_client(config.email))
+        auth_serv_ids[config.email.name] = config.email.auth_serv_id
     if config.calendar is not None:
         calendars[config.calendar.name] = ready(calendar_client(config.calendar))
     if config.accounts:
@@ -102,10 +104,11 @@ def account_services(config: Config, store: Store) -> dict[str, Any]:
             labels[name] = f"{name} ({cfg.provider})"
             if "email" in cfg.services:
                 mail[name] = oauth_email(tokens, name, cfg)
+                auth_serv_ids[name] = cfg.auth_serv_id
             if "calendar" in cfg.services:
                 calendars[name] = oauth_calendar(tokens, name, cfg)
     if mail:
-        out["email"] = AccountClients(mail, labels)
+        out["email"] = AccountClients(mail, labels, auth_serv_ids)
     if calendars:
         out["calendar"] = AccountClients(calendars, labels)
     return out

@@ -219,7 +219,7 @@ async def build_services(config: Config, store: Store, ports: GatewayPorts) -> d
     """Every service by the name tools ask for; connectors only when configured."""
     from gateway.automations.scheduler import AutomationService  # APScheduler: not for `anyy doctor`
     from gateway.services.budget import Budget
-    from gateway.services.webhooks import WebhookService
+    from gateway.services.webhooks import RateLimit, WebhookService
 
     avail = availability(config)
     for name in sorted(avail.broken):
@@ -232,7 +232,8 @@ async def build_services(config: Config, store: Store, ports: GatewayPorts) -> d
     services |= image_services(config, avail, services["web"])
     services["automations"] = AutomationService(store, config.tz, ports.enqueue, ports.run_prompt,
                                                 may_run=ports.may_run)
-    services["webhooks"] = WebhookService(store, config.data_dir, services["automations"].fire_event)
+    services["webhooks"] = WebhookService(store, config.data_dir, services["automations"].fire_event,
+                                          RateLimit(config.dashboard.webhook_per_minute))
     services["budget"] = Budget(store, config, ports.enqueue)
     services["skills"] = skill_library(config)
     services["subagents"] = SubagentService(store, config.subagents, ports.enqueue, ports.turns)

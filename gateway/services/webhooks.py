@@ -8,8 +8,13 @@ missing proof and a wrong one get the same answer after the same work (a store l
 against a secret), so a stranger learns neither which names exist nor how close a guess was.
 
 A delivery id (`Idempotency-Key`, or the provider's `X-GitHub-Delivery`) names the event: a redelivery
-records nothing new and fires nothing. The answer 202 comes only after `fire_event` has recorded the
-event and claimed its run in the store, so a process killed after answering still delivers it at start.
+records nothing new and fires nothing. A signed request is named by its body's digest instead: the
+signature covers only the body, so the header could be changed at will, and a captured request replayed
+with a new one would otherwise be a new event (a paid prompt run) for as long as the secret lives. The
+repeat is answered like any redelivery while the first is recorded (30 days, gateway/retention.py).
+Every automation also takes at most `per_minute` proven requests a minute in this process; more get 429.
+The answer 202 comes only after `fire_event` has recorded the event and claimed its run in the store, so
+a process killed after answering still delivers it at start.
 """
 
 from __future__ import annotations
@@ -19,7 +24,9 @@ import hashlib
 import hmac
 import logging
 import secrets
+import time
 import uuid
+from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from enum import IntEnum
 from pathlib import Path
@@ -37,6 +44,7 @@ SIGNATURE_HEADER = "X-Hub-Signature-256"
 SECRET_PREFIX = "whsec_"
 _SUMMARY_CHARS = 200
 _TEXT_CHARS = 64 * 1024  # of the body, what a prompt's turn sees
+PER_MINUTE = 30  # proven requests an automation takes a minute (per process)
 
 Fire = Callable[[str, TriggerEvent], Awaitable[bool]]
 
@@ -48,6 +56,7 @@ class Verdict(IntEnum):
     BAD_REQUEST = 400
     NOT_FOUND = 404  # unknown name, no proof, a wrong proof: one answer
     TOO_LARGE = 413
+    TOO_MANY = 429
 
 
 def new_secret() -> str:
@@ -59,15 +68,15 @@ def signature(secret: str, body: bytes) -> str:
     return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
 
 
-def proves(secret: str, headers: Mapping[str, str], body: bytes) -> bool:
-    """Whether the request carries `secret` as a Bearer token or signs `body` with it. Both comparisons
-    run every time, in constant time."""
+def proof(secret: str, headers: Mapping[str, str], body: bytes) -> str | None:
+    """How the request proves `secret`: "signature" (it signs `body` with it), "bearer" (it carries it as a
+    Bearer token) or None. Both comparisons run every time, in constant time."""
     auth = headers.get("Authorization", "")
     bearer = auth[7:].strip() if auth[:7].lower() == "bearer " else ""
     by_bearer = hmac.compare_digest(bearer.encode(), secret.encode())
     by_signature = hmac.compare_digest(headers.get(SIGNATURE_HEADER, "").strip().encode(),
                                        signature(secret, body).encode())
-    return by_bearer or by_signature
+    return "signature" if by_signature else "bearer" if by_bearer else None
 
 
 def webhook_event(automation_id: str, name: str, delivery: str, body: bytes, content_type: str) -> TriggerEvent:
@@ -90,6 +99,25 @@ def delivery_id(headers: Mapping[str, str]) -> str | None:
     return None
 
 
+class RateLimit:
+    """At most `per_minute` takes per key in any 60 seconds (a sliding window)."""
+
+    def __init__(self, per_minute: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self._per_minute, self._clock = per_minute, clock
+        self._taken: dict[str, deque[float]] = {}
+
+    def take(self, key: str) -> bool:
+        """Count one for `key`; False (and not counted) when its minute is full."""
+        now = self._clock()
+        taken = self._taken.setdefault(key, deque())
+        while taken and now - taken[0] >= 60:
+            taken.popleft()
+        if len(taken) >= self._per_minute:
+            return False
+        taken.append(now)
+        return True
+
+
 class WebhookService:
     """Issues secrets and accepts deliveries.
 
@@ -97,14 +125,16 @@ class WebhookService:
         store: the open store.
         data_dir: where the vault key lives (`ANYY_SECRET_KEY` overrides it).
         fire: `AutomationService.fire_event`.
+        limit: the per-automation rate limit (default: PER_MINUTE a minute).
     """
 
-    def __init__(self, store: Store, data_dir: Path, fire: Fire) -> None:
+    def __init__(self, store: Store, data_dir: Path, fire: Fire, limit: RateLimit | None = None) -> None:
         from gateway.accounts.vault import Vault
 
         self.secrets = WebhookSecrets(store)
         self._vault = Vault(data_dir)
         self._fire = fire
+        self._limit = limit or RateLimit(PER_MINUTE)
         self._plain: dict[str, str] = {}  # sealed secret -> secret: Fernet runs once per secret
         self._decoy = new_secret()  # what an unknown name is checked against, for the same work
 
@@ -127,18 +157,26 @@ class WebhookService:
         if len(body) > MAX_BODY:
             return Verdict.TOO_LARGE
         targets = await self.secrets.targets(name)
-        proven = [t.automation_id for t in targets if proves(await self._secret(t.sealed_secret), headers, body)]
+        proofs = {t.automation_id: proof(await self._secret(t.sealed_secret), headers, body) for t in targets}
+        proven = {automation_id: how for automation_id, how in proofs.items() if how is not None}
         if not targets:
-            proves(self._decoy, headers, body)
+            proof(self._decoy, headers, body)
         if not proven:
             log.info("webhook_refused name_len=%d", len(name))
             return Verdict.NOT_FOUND
         try:
-            delivery = delivery_id(headers) or uuid.uuid4().hex
+            given = delivery_id(headers)
         except ValueError:
             return Verdict.BAD_REQUEST
+        allowed = [automation_id for automation_id in proven if self._limit.take(automation_id)]
+        if not allowed:
+            log.warning("webhook_rate_limited name_len=%d", len(name))
+            return Verdict.TOO_MANY
+        digest = "sha256:" + hashlib.sha256(body).hexdigest()
         content_type = headers.get("Content-Type", "")[:100]
-        for automation_id in proven:
+        for automation_id in allowed:
+            # A signed body names itself (see the module's docstring); a Bearer request is named by its header.
+            delivery = digest if proven[automation_id] == "signature" else given or uuid.uuid4().hex
             fired = await self._fire(automation_id, webhook_event(automation_id, name, delivery, body, content_type))
             log.info("webhook_accepted automation=%s fired=%s bytes=%d", automation_id, fired, len(body))
         return Verdict.ACCEPTED

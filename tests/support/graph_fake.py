@@ -355,7 +355,7 @@ class GraphFake:
                "createdDateTime": event.created.isoformat(), "lastModifiedDateTime": event.modified.isoformat(),
                "changeKey": event.change_key, "subject": data.get("subject", ""), "body": body,
                "bodyPreview": str(body.get("content", ""))[:255], "isAllDay": bool(data.get("isAllDay")),
-               "isCancelled": False, "showAs": data.get("showAs", "busy"),
+               "isCancelled": bool(data.get("isCancelled")), "showAs": data.get("showAs", "busy"),
                "location": data.get("location") or {"displayName": ""}, "attendees": data.get("attendees", []),
                "organizer": data.get("organizer"),
                "start": shown(start), "end": shown(end),

@@ -4,8 +4,8 @@ accepts into the test IMAP server (pymap) with APPEND, into the folder named by 
 the IMAP server acknowledged each APPEND (the start of the benchmark's latency).
 
 The receiving server stamps its own Authentication-Results on top, as a real one does; `auth` per call
-says what it found (``dmarc=pass header.from=bank.example``), and a sender's own header lower down is
-left where the sender put it.
+says what it found (``dmarc=pass header.from=bank.example``; None: a server that adds no such header),
+and a sender's own header lower down is left where the sender put it.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ class _Filer:
     def __init__(self, imap_port: int, user: str, password: str) -> None:
         self.imap_port, self.user, self.password = imap_port, user, password
         self.accepted_at: dict[str, float] = {}  # Message-ID -> time.monotonic() of the APPEND's OK
-        self.auth_results: dict[str, str] = {}  # Message-ID -> what the receiving server found
+        self.auth_results: dict[str, str | None] = {}  # Message-ID -> what the receiving server found
 
     def _append(self, folder: str, raw: bytes, message_id: str) -> None:
         with imaplib.IMAP4("127.0.0.1", self.imap_port, timeout=10) as client:
@@ -45,7 +45,7 @@ class _Filer:
         raw = envelope.original_content or b""
         message_id = _header(raw, b"Message-ID")
         found = self.auth_results.get(message_id, "none")
-        stamped = f"Authentication-Results: {AUTHSERV}; {found}\r\n".encode() + raw
+        stamped = raw if found is None else f"Authentication-Results: {AUTHSERV}; {found}\r\n".encode() + raw
         await asyncio.to_thread(self._append, folder, stamped, message_id)
         return "250 Delivered"
 
@@ -97,7 +97,8 @@ class MailDrop:
         return name
 
     def send(self, folder: str, *, sender: str = "Ann <ann@bank.example>", subject: str = "Your statement",
-             body: str = "Your statement is ready.", auth: str = "none", headers: dict[str, str] | None = None) -> str:
+             body: str = "Your statement is ready.", auth: str | None = "none",
+             headers: dict[str, str] | None = None) -> str:
         """Send one message by SMTP to the owner's `folder`; returns its Message-ID."""
         m = EmailMessage()
         m["From"], m["To"], m["Subject"] = sender, self._address(folder), subject
