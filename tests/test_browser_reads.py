@@ -11,7 +11,7 @@ from collections.abc import Callable
 import aiohttp
 import pytest
 
-from connectors.browser import Browser, GuardProxy, PageState, launch
+from connectors.browser import Browser, GuardProxy, PageState, launch, reads
 from connectors.browser.reads import SendGate
 from connectors.web import Guard
 from tests.fixtures.browser_site import BrowserSite
@@ -135,3 +135,24 @@ async def test_a_page_over_https_starts_no_worker_and_opens_no_websocket(
     assert await page.evaluate("typeof WebSocket === 'function' && typeof Worker === 'function'")  # as the page sees it
     assert site.sunk == [("GET", "read-done")]
 
+
+async def test_a_page_that_sends_all_the_time_does_not_keep_an_approved_action_open(
+        make_browser: Callable[..., Browser], browser_site: BrowserSite) -> None:
+    """The gate shuts a short fixed time after the action's navigations ended, not once the page falls
+    quiet: a beacon every 0.3 s, started by the approved click, is refused from then on."""
+    browser = make_browser()  # timeout_s = 10
+    url = browser_site.url("/beacons")
+    await browser.navigate(OWNER, url)
+    _, snap = await browser.snapshot(OWNER)
+    start = next(e for e in snap.elements.values() if e.name == "Start")
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    await browser.act(OWNER, url, "click", start)
+    assert loop.time() - began < reads.AFTER_ACTION_S + 3  # not timeout_s
+
+    def beacons(state: PageState) -> list[int]:
+        return sorted(int(n.rsplit("-", 1)[-1]) for n in via(state) if n.startswith("beacon-"))
+
+    state = await refused_when(browser, lambda s: len(beacons(s)) >= 3)
+    sent = [int(v.rsplit("-", 1)[-1]) for method, v in browser_site.sunk]
+    assert sent and max(sent) < min(beacons(state)), (sent, beacons(state))  # in the window only, then none

@@ -348,7 +348,7 @@ class Browser:
                 with contextlib.suppress(self._Error):  # a click that starts no navigation is just done
                     await page.wait_for_load_state("load", timeout=self.settings.timeout_s * 1000)
                 await owner.navigations.settle(since, self.settings.timeout_s)
-                await owner.gate.quiet(self.settings.timeout_s)
+                await owner.gate.quiet()
             log.info("browser_act action=%s submit=%s", action, submit)
             return await _state(owner, since, None)
 

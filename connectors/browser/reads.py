@@ -37,6 +37,7 @@ READ_METHODS = frozenset({"GET", "HEAD"})
 REASON = "reading a page sends nothing"
 FORM_CHANGED = "the form is not the one the owner approved (its target or hidden fields changed)"
 QUIET_S = 0.5  # an action has ended once its page sent no request for this long (as Playwright's networkidle)
+AFTER_ACTION_S = 2.0  # ... or this long after its navigations ended, however busy the page (a beacon every 0.3 s)
 
 
 class SendGate:
@@ -47,10 +48,11 @@ class SendGate:
         self._last_request = 0.0  # time.monotonic() of the newest request routed
         self.form: Form | None = None  # the form the running action was approved to submit, if any
 
-    async def quiet(self, timeout_s: float) -> None:
+    async def quiet(self, timeout_s: float = AFTER_ACTION_S) -> None:
         """Wait until no request was routed for `QUIET_S`, counted from now at the earliest (at most
         `timeout_s`): a request an action's script starts reaches the route a moment after the click
-        returned, and must still find the gate open."""
+        returned, and must still find the gate open. The bound is short and fixed: a page that sends all
+        the time would otherwise keep the gate open for as long as it liked."""
         start = time.monotonic()
         deadline = start + timeout_s
         while (left := max(start, self._last_request) + QUIET_S - time.monotonic()) > 0:
