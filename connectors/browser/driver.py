@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from connectors.browser.forms import FORM_OF, Form
+from connectors.browser.launch import launch
 from connectors.browser.navigations import Navigations
 from connectors.browser.profiles import read_state, write_state
 from connectors.browser.proxy import GuardProxy, Refusal
@@ -35,13 +36,6 @@ from connectors.web.guard import BlockedURL, Guard
 log = logging.getLogger(__name__)
 
 CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
-# Chromium's own background traffic off; WebRTC may not send UDP around the proxy (it would bypass the guard);
-# no shared workers, whose requests Playwright's routing does not see (the send gate, `reads`).
-FLAGS = ("--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run",
-         "--disable-shared-workers",
-         "--disable-default-apps", "--disable-extensions", "--dns-prefetch-disable", "--disable-dev-shm-usage",
-         "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
-         "--webrtc-ip-handling-policy=disable_non_proxied_udp")
 LAUNCH_TIMEOUT_S = 60.0  # a cold start on a busy machine takes seconds; a page timeout may be shorter
 FULL_SNAPSHOT = 1_000_000  # when looking a ref up, the whole page counts, not the part shown
 
@@ -122,9 +116,8 @@ class Browser:
         self._Error = Error
         self._pw = await async_playwright().start()
         try:
-            self._browser = await self._pw.chromium.launch(
-                executable_path=self.settings.executable, headless=self.settings.headless, args=list(FLAGS),
-                timeout=max(self.settings.timeout_s, LAUNCH_TIMEOUT_S) * 1000)
+            self._browser = await launch(self._pw.chromium, self.settings.executable, self.settings.headless,
+                                         max(self.settings.timeout_s, LAUNCH_TIMEOUT_S) * 1000)
         except Error as exc:
             await self._pw.stop()
             self._pw = None
@@ -355,7 +348,7 @@ class Browser:
                 with contextlib.suppress(self._Error):  # a click that starts no navigation is just done
                     await page.wait_for_load_state("load", timeout=self.settings.timeout_s * 1000)
                 await owner.navigations.settle(since, self.settings.timeout_s)
-                await owner.gate.quiet(self.settings.timeout_s)
+                await owner.gate.quiet()
             log.info("browser_act action=%s submit=%s", action, submit)
             return await _state(owner, since, None)
 

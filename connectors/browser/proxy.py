@@ -32,6 +32,9 @@ MAX_HEAD = 64 * 1024
 HEAD_TIMEOUT_S = 30.0
 _CHUNK = 64 * 1024
 _HOP_HEADERS = {"connection", "keep-alive", "proxy-connection", "proxy-authorization", "te", "trailer", "upgrade"}
+# What a page tried to do with what it was refused (else it tried to "send ... to" a URL).
+_VERBS = {"a WebSocket": "open {} to", "a WebTransport session": "open {} to", "a peer connection": "open {} on",
+          "a worker": "start {} from", "a service worker": "register {} from"}
 
 
 @dataclass(frozen=True)
@@ -46,8 +49,8 @@ class Refusal:
 
     def describe(self) -> str:
         if self.sent:
-            verb = "open" if self.sent == "a WebSocket" else "send"
-            return f"this page tried to {verb} {self.sent} to {self.url}: blocked"
+            tried = _VERBS.get(self.sent, "send {} to").format(self.sent)
+            return f"this page tried to {tried} {self.url}: blocked"
         return f"{self.url}: {self.reason}"
 
 

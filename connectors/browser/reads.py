@@ -10,7 +10,10 @@ WebSocket. Two places enforce it, because neither sees everything:
   with its method and kind; pages' WebSockets go through Playwright's WebSocket routing. A refused form
   submission is answered `204 No Content`, which navigates nowhere, so the page stays as it was read.
 - in the guard proxy (`GuardProxy`): a plain-http request arrives with its method and headers, so a
-  write or a WebSocket upgrade that the browser did not route (a worker's WebSocket) is refused there.
+  write or a WebSocket upgrade that the browser did not route is refused there.
+
+What neither would see (a worker's requests over https, its `wss://`) is not gated but switched off:
+pages get no workers and no WebSockets at all (`channels`).
 
 Each refusal is recorded with what the page tried to send, so the page's snapshot can say so.
 """
@@ -24,6 +27,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from connectors.browser.channels import switch_off
 from connectors.browser.forms import Form
 from connectors.browser.proxy import Refusal
 
@@ -33,6 +37,7 @@ READ_METHODS = frozenset({"GET", "HEAD"})
 REASON = "reading a page sends nothing"
 FORM_CHANGED = "the form is not the one the owner approved (its target or hidden fields changed)"
 QUIET_S = 0.5  # an action has ended once its page sent no request for this long (as Playwright's networkidle)
+AFTER_ACTION_S = 2.0  # ... or this long after its navigations ended, however busy the page (a beacon every 0.3 s)
 
 
 class SendGate:
@@ -43,10 +48,11 @@ class SendGate:
         self._last_request = 0.0  # time.monotonic() of the newest request routed
         self.form: Form | None = None  # the form the running action was approved to submit, if any
 
-    async def quiet(self, timeout_s: float) -> None:
+    async def quiet(self, timeout_s: float = AFTER_ACTION_S) -> None:
         """Wait until no request was routed for `QUIET_S`, counted from now at the earliest (at most
         `timeout_s`): a request an action's script starts reaches the route a moment after the click
-        returned, and must still find the gate open."""
+        returned, and must still find the gate open. The bound is short and fixed: a page that sends all
+        the time would otherwise keep the gate open for as long as it liked."""
         start = time.monotonic()
         deadline = start + timeout_s
         while (left := max(start, self._last_request) + QUIET_S - time.monotonic()) > 0:
@@ -96,7 +102,8 @@ def what_is_sent(method: str, resource_type: str, navigation: bool) -> str:
 
 
 async def install(context: Any, gate: SendGate, record: Callable[[Refusal], None]) -> None:
-    """Route every request and WebSocket of the Playwright `context` through `gate`; `record` each refusal."""
+    """Route every request and WebSocket of the Playwright `context` through `gate`, and switch off what
+    neither the gate nor the proxy would see (`channels`); `record` each refusal."""
 
     async def on_request(route: Any, request: Any) -> None:
         gate.saw_request()
@@ -127,5 +134,6 @@ async def install(context: Any, gate: SendGate, record: Callable[[Refusal], None
         log.info("browser_send_refused method=GET kind=websocket")
         await ws.close()
 
+    await switch_off(context, record)
     await context.route("**/*", on_request)
     await context.route_web_socket("**/*", on_websocket)
