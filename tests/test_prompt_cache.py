@@ -93,3 +93,28 @@ async def test_anthropic_reads_the_history_from_an_earlier_requests_breakpoint(
     assert not _finds_an_entry(requests[2], requests[:2])
     assert _finds_an_entry(requests[3], requests[:3]) and _finds_an_entry(requests[4], requests[:4])
     assert not [b for r in requests for b in breakpoints(r.body) if b.get("type") in ("thinking", "redacted_thinking")]
+
+
+async def test_the_history_start_changes_only_when_a_new_summary_begins_it(start_console, make_config, model):
+    # Compaction comes before the window is full: it never slides a turn at a time (each slide would change
+    # the start of the history, and so miss the prompt cache, on every request).
+    h = await start_console(make_config(runtime={"context_budget": 12_000}))
+
+    def summariser(body: dict[str, Any]) -> bool:
+        return str(body["messages"][0]["content"]).startswith("You maintain the memory")
+
+    written = itertools.count(1)
+    model.responder = lambda body: reply(f"SUMMARY {next(written)}: errands" if summariser(body)
+                                         else "Noted. " + "z" * 300)
+    for i in range(60):  # ~450 characters a turn: a compaction every ~20 turns
+        await h.say(f"errand {i}: " + "x" * 130)
+    chats = [r for r in model.requests if not summariser(r.body)]
+    last_chat = model.requests.index(chats[-1])
+    summaries = sum(1 for r in model.requests[:last_chat] if summariser(r.body))  # a later one begins nothing
+    assert summaries >= 2
+    misses = [(before, after) for before, after in itertools.pairwise(chats)
+              if after.said[:len(before.said)] != before.said]
+    assert len(misses) == summaries, [after.said[1]["content"][:60] for _, after in misses]
+    for before, after in misses:  # each one starts with a summary the request before did not have
+        assert after.said[1]["content"].startswith("[summary of the earlier conversation")
+        assert after.said[1] != before.said[1]

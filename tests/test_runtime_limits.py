@@ -6,7 +6,7 @@ from pathlib import Path
 from store.messages import Messages
 from store.records import MessageRecord, ToolCallRecord
 from store.sessions import Sessions
-from tests.fixtures.model import reply, tool_call
+from tests.fixtures.model import last_user_text, reply, tool_call
 from tests.support.side_effects import TESTING
 from toolsets.registry import TOOLSETS
 
@@ -97,9 +97,16 @@ async def test_history_picks_up_messages_written_by_another_process(console, mod
 
 async def test_context_stays_bounded_turn_after_turn(start_console, make_config, model):
     harness = await start_console(make_config(runtime={"context_budget": 6000}))
+
+    def summariser(body: dict) -> bool:
+        return str(body["messages"][0]["content"]).startswith("You maintain the memory")
+
+    model.responder = lambda body: reply("SUMMARY: long messages" if summariser(body) else
+                                         f"echo: {last_user_text(body)}")
     for i in range(8):
         await harness.say(f"long message {i} " + "y" * 1500)
-    for request in model.requests[1:]:
+    chats = [r for r in model.requests if not summariser(r.body)]
+    for request in chats[1:]:  # (the summariser's requests carry a transcript of their own)
         chars = sum(len(m.get("content") or "") for m in request.said[1:])
         assert chars <= 6000 + 1600  # the budget, plus the newest turn which is always kept
     assert "long message 0" not in str(model.requests[-1].messages)

@@ -1,9 +1,9 @@
 """Context compaction: the turns that must leave the window are summarised instead of forgotten.
 
 After a reply has been delivered (never on its critical path), the session's unsummarised rows are
-measured; when they no longer fit the context budget (characters or messages), every turn but the
-newest ones filling half the budget is summarised by the model — together with the previous summary —
-into a summary row: what was asked, decided and promised, and the open threads. The window then starts
+measured; when they reach `COMPACT_AT` of the context budget (characters or messages), every turn but the
+newest ones filling half the budget is summarised by the model, with the previous summary, into a summary
+row: what was asked, decided and promised, and the open threads. The window then starts
 with that summary (`gateway.turns.history`). Turns are cut whole, so a tool call never loses its result;
 the originals stay in the store, and summaries are searchable with `session_search`. `/compact` does it
 at once.
@@ -28,7 +28,12 @@ MAX_ROWS = 2_000  # rows read for one summary
 MAX_INPUT_CHARS = 60_000  # of transcript sent to the summariser (the newest part, when longer)
 ROW_CHARS = 1_500  # per message, tool results in particular
 MaySpend = Callable[[str], Awaitable[bool]]  # user key -> whether a model call on their behalf may run
-CHECK_FILL = 0.75  # look at the store only once the window is this full and has dropped rows
+# Summarise once the session's history reaches this share of either bound, before a turn has to leave
+# the window: a window that slides drops its oldest turn on every request, and each drop changes the
+# start of the history, which is the prefix a provider's prompt cache keys on. Compacting first makes
+# the start change once per compaction (docs/benchmarks.md, "Prompt caches"). A turn large enough to
+# jump past it makes the window drop turns, and the compaction after its reply catches up.
+COMPACT_AT = 0.9
 INSTRUCTIONS = (
     "You maintain the memory of a long chat between a user and their assistant. Summarise the transcript "
     "below (and the earlier summary, if given) for the assistant's own use, in at most 250 words: what the "
@@ -70,9 +75,8 @@ class Compactor:
     async def after_reply(self, session_id: str, delivered: Coroutine[Any, Any, None]) -> None:
         """Once the reply is on screen, compact if the session outgrew its budget. Never raises."""
         windows = self.windows
-        if self.model is None or not windows.dropped(session_id) or \
-                windows.fill(session_id) < CHECK_FILL:
-            delivered.close()  # nothing has dropped out of the window yet: nothing to summarise
+        if self.model is None or (windows.fill(session_id) < COMPACT_AT and not windows.dropped(session_id)):
+            delivered.close()  # the history is well within its bounds: nothing to summarise yet
             return
         try:
             await delivered
@@ -93,7 +97,8 @@ class Compactor:
             previous = await self.messages.latest_summary(session.id, session.epoch)
             rows = await self.messages.between(session.id, session.epoch, covered_to(previous), MAX_ROWS)
             budget, most = self.windows.budget, self.windows.max_messages
-            if not rows or (not force and sum(row_chars(m) for m in rows) <= budget and len(rows) <= most):
+            used = sum(row_chars(m) for m in rows) + (row_chars(previous) if previous is not None else 0)
+            if not rows or (not force and used < COMPACT_AT * budget and len(rows) < COMPACT_AT * most):
                 return 0
             keep = newest_turns(rows, 0, row_chars) if force else newest_turns(rows, budget // 2, row_chars, most // 2)
             older = rows[:len(rows) - len(keep)]
