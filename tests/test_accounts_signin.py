@@ -106,14 +106,34 @@ async def test_a_pasted_address_of_another_sign_in_is_refused(oauth: OAuthFake, 
     assert oauth.calls["google.token.authorization_code"] == 0  # the code was never used
 
 
-async def test_a_browser_arriving_with_a_wrong_state_is_refused(oauth: OAuthFake, google_secret: None) -> None:
+async def test_a_forged_request_to_the_listener_is_ignored_and_the_real_redirect_still_signs_in(
+        oauth: OAuthFake, google_secret: None) -> None:
     owner = Owner()
     task = start(account(oauth, "google"), owner)
-    redirect = urlsplit(await consent(await owner.link()))
-    await land(redirect._replace(query="code=x&state=forged").geturl())
-    with pytest.raises(RedirectRefused, match="state"):
-        await asyncio.wait_for(task, 30)
+    real = await consent(await owner.link())
+    listener = urlsplit(real)
+    # Any local process, or a page in the owner's browser (<img src="http://127.0.0.1:PORT/?...">), can
+    # reach the port: a wrong state, no state, no code, no query at all.
+    for query in ("code=x&state=forged", "code=x", "error=access_denied&state=forged", "state=y", ""):
+        page = await land(listener._replace(query=query).geturl())
+        assert page.status_code == 400 and "ignored" in page.text
+    assert not task.done()
     assert oauth.calls["google.token.authorization_code"] == 0
+    page = await land(real)
+    assert page.status_code == 200 and "close this tab" in page.text
+    signed = await asyncio.wait_for(task, 30)
+    assert signed.address == GOOGLE_USER and oauth.calls["google.token.authorization_code"] == 1
+
+
+async def test_after_a_forged_request_the_paste_still_races_the_listener(oauth: OAuthFake,
+                                                                         google_secret: None) -> None:
+    owner = Owner()
+    task = start(account(oauth, "google"), owner)
+    real = await consent(await owner.link())
+    await land(urlsplit(real)._replace(query="code=x&state=forged").geturl())
+    owner.paste.set_result(real)
+    signed = await asyncio.wait_for(task, 30)
+    assert signed.address == GOOGLE_USER and oauth.calls["google.token.authorization_code"] == 1
 
 
 @pytest.mark.parametrize("text", ["https://evil.example/?code=a&state=b", "not an address at all",
