@@ -17,6 +17,7 @@ from gateway.accounts.loopback import RedirectRefused
 from gateway.accounts.providers import oauth_provider, sign_in
 from gateway.config.accounts import AccountConfig
 from tests.support.account_signin import account_fields, consent, forget_devices, land, link_in, secret_env
+from tests.support.graph_fake import GraphFake
 from tests.support.oauth_provider import GOOGLE_USER, MS_USER, OAuthFake
 
 
@@ -203,6 +204,40 @@ async def test_microsoft_paste_flow_uses_pkce_and_state(oauth: OAuthFake) -> Non
     signed = await asyncio.wait_for(task, 30)
     assert signed.address == MS_USER and set(signed.grants) == {"mail", "calendar"}
     assert oauth.calls["microsoft.token.device_code"] == 0
+
+
+UPN = "j.doe@contoso.onmicrosoft.example"  # the sign-in name the id token names
+MAILBOX = "jane.doe@contoso.example"  # the mailbox's primary SMTP address: what mail is sent from
+
+
+@pytest.mark.parametrize(("services", "mail", "saved"), [
+    (None, MAILBOX, MAILBOX),  # Graph's `mail`, not the id token's sign-in name
+    (None, "", UPN),  # a user without a mailbox address: the id token's
+    (["email"], MAILBOX, UPN),  # no Graph token to ask with: the id token's, and no Graph call
+])
+async def test_microsoft_saves_the_mailbox_address_graph_names(oauth: OAuthFake, graph: GraphFake,
+                                                               services: list[str] | None, mail: str,
+                                                               saved: str) -> None:
+    oauth.users["microsoft"] = UPN
+    graph.mailboxes[UPN] = mail
+    owner = Owner()
+    task = start(account(oauth, "microsoft", services), owner, paste=True)
+    owner.paste.set_result(await consent(await owner.link()))
+    signed = await asyncio.wait_for(task, 30)
+    assert signed.address == saved
+    asked = [r for r in graph.requests if r[:2] == ("GET", "/v1.0/me")]
+    assert asked == ([] if services == ["email"] else [("GET", "/v1.0/me", 200)])
+
+
+async def test_microsoft_falls_back_to_the_id_token_when_graph_fails(oauth: OAuthFake, graph: GraphFake) -> None:
+    oauth.users["microsoft"] = UPN
+    graph.mailboxes[UPN] = MAILBOX
+    cfg = account(oauth, "microsoft")
+    cfg.graph_url = f"{oauth.base_url}/nowhere"  # 404
+    owner = Owner()
+    task = start(cfg, owner, paste=True)
+    owner.paste.set_result(await consent(await owner.link()))
+    assert (await asyncio.wait_for(task, 30)).address == UPN
 
 
 async def test_microsoft_refresh_rotates_and_a_revoked_grant_is_refused(oauth: OAuthFake) -> None:
