@@ -23,6 +23,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Literal, Protocol
 
 from gateway.config import Config
+from gateway.surfaces.console import CHAT_ID as CONSOLE_CHAT
 from store.access import AccessRepo
 from store.db import Store
 from store.records import ApprovalRecord, Button, Inbound, Origin, Outbound, PairingRecord, iso, utcnow
@@ -41,6 +42,7 @@ CODE_LEN = 8
 CODE_TTL = timedelta(hours=1)
 MAX_REPLIES_PER_CODE = 3  # after this, an unknown user's messages are ignored until the code expires
 TERMINAL_SURFACES = ("console", "cli")  # whoever holds the terminal holds the data directory
+OWNER_SURFACES = ("telegram", "slack")  # surfaces whose config lists owners with a direct chat
 # Owners hear of at most this many new strangers per surface an hour: a crowd of throwaway accounts
 # must not flood the owner's chat (the rest still get codes, and `anyy pairing list` shows them).
 MAX_NOTICES_PER_HOUR = 5
@@ -49,6 +51,15 @@ GROUP_REPLY = ("I only answer people the owner has admitted. To ask for access, 
 
 
 Delivery = tuple[Outbound, str]  # a message and its outbox dedupe key
+
+
+def owner_chats(config: Config) -> list[Origin]:
+    """Where to tell the owners something nobody asked about (a budget warning, an account signed out):
+    each owner's direct chat on Telegram and Slack; with no owner there, the console's chat (shown when
+    `anyy chat` next runs), so an owner who only uses the terminal is told too."""
+    chats = [Origin(surface=surface, chat_id=str(owner)) for surface in OWNER_SURFACES
+             for owner in getattr(getattr(config, surface, None), "allowed_users", [])]
+    return chats or [Origin(surface="console", chat_id=CONSOLE_CHAT)]
 
 
 @dataclass

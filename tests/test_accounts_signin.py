@@ -17,6 +17,7 @@ from gateway.accounts.loopback import RedirectRefused
 from gateway.accounts.providers import oauth_provider, sign_in
 from gateway.config.accounts import AccountConfig
 from tests.support.account_signin import account_fields, consent, forget_devices, land, link_in, secret_env
+from tests.support.graph_fake import GraphFake
 from tests.support.oauth_provider import GOOGLE_USER, MS_USER, OAuthFake
 
 
@@ -106,14 +107,34 @@ async def test_a_pasted_address_of_another_sign_in_is_refused(oauth: OAuthFake, 
     assert oauth.calls["google.token.authorization_code"] == 0  # the code was never used
 
 
-async def test_a_browser_arriving_with_a_wrong_state_is_refused(oauth: OAuthFake, google_secret: None) -> None:
+async def test_a_forged_request_to_the_listener_is_ignored_and_the_real_redirect_still_signs_in(
+        oauth: OAuthFake, google_secret: None) -> None:
     owner = Owner()
     task = start(account(oauth, "google"), owner)
-    redirect = urlsplit(await consent(await owner.link()))
-    await land(redirect._replace(query="code=x&state=forged").geturl())
-    with pytest.raises(RedirectRefused, match="state"):
-        await asyncio.wait_for(task, 30)
+    real = await consent(await owner.link())
+    listener = urlsplit(real)
+    # Any local process, or a page in the owner's browser (<img src="http://127.0.0.1:PORT/?...">), can
+    # reach the port: a wrong state, no state, no code, no query at all.
+    for query in ("code=x&state=forged", "code=x", "error=access_denied&state=forged", "state=y", ""):
+        page = await land(listener._replace(query=query).geturl())
+        assert page.status_code == 400 and "ignored" in page.text
+    assert not task.done()
     assert oauth.calls["google.token.authorization_code"] == 0
+    page = await land(real)
+    assert page.status_code == 200 and "close this tab" in page.text
+    signed = await asyncio.wait_for(task, 30)
+    assert signed.address == GOOGLE_USER and oauth.calls["google.token.authorization_code"] == 1
+
+
+async def test_after_a_forged_request_the_paste_still_races_the_listener(oauth: OAuthFake,
+                                                                         google_secret: None) -> None:
+    owner = Owner()
+    task = start(account(oauth, "google"), owner)
+    real = await consent(await owner.link())
+    await land(urlsplit(real)._replace(query="code=x&state=forged").geturl())
+    owner.paste.set_result(real)
+    signed = await asyncio.wait_for(task, 30)
+    assert signed.address == GOOGLE_USER and oauth.calls["google.token.authorization_code"] == 1
 
 
 @pytest.mark.parametrize("text", ["https://evil.example/?code=a&state=b", "not an address at all",
@@ -183,6 +204,40 @@ async def test_microsoft_paste_flow_uses_pkce_and_state(oauth: OAuthFake) -> Non
     signed = await asyncio.wait_for(task, 30)
     assert signed.address == MS_USER and set(signed.grants) == {"mail", "calendar"}
     assert oauth.calls["microsoft.token.device_code"] == 0
+
+
+UPN = "j.doe@contoso.onmicrosoft.example"  # the sign-in name the id token names
+MAILBOX = "jane.doe@contoso.example"  # the mailbox's primary SMTP address: what mail is sent from
+
+
+@pytest.mark.parametrize(("services", "mail", "saved"), [
+    (None, MAILBOX, MAILBOX),  # Graph's `mail`, not the id token's sign-in name
+    (None, "", UPN),  # a user without a mailbox address: the id token's
+    (["email"], MAILBOX, UPN),  # no Graph token to ask with: the id token's, and no Graph call
+])
+async def test_microsoft_saves_the_mailbox_address_graph_names(oauth: OAuthFake, graph: GraphFake,
+                                                               services: list[str] | None, mail: str,
+                                                               saved: str) -> None:
+    oauth.users["microsoft"] = UPN
+    graph.mailboxes[UPN] = mail
+    owner = Owner()
+    task = start(account(oauth, "microsoft", services), owner, paste=True)
+    owner.paste.set_result(await consent(await owner.link()))
+    signed = await asyncio.wait_for(task, 30)
+    assert signed.address == saved
+    asked = [r for r in graph.requests if r[:2] == ("GET", "/v1.0/me")]
+    assert asked == ([] if services == ["email"] else [("GET", "/v1.0/me", 200)])
+
+
+async def test_microsoft_falls_back_to_the_id_token_when_graph_fails(oauth: OAuthFake, graph: GraphFake) -> None:
+    oauth.users["microsoft"] = UPN
+    graph.mailboxes[UPN] = MAILBOX
+    cfg = account(oauth, "microsoft")
+    cfg.graph_url = f"{oauth.base_url}/nowhere"  # 404
+    owner = Owner()
+    task = start(cfg, owner, paste=True)
+    owner.paste.set_result(await consent(await owner.link()))
+    assert (await asyncio.wait_for(task, 30)).address == UPN
 
 
 async def test_microsoft_refresh_rotates_and_a_revoked_grant_is_refused(oauth: OAuthFake) -> None:

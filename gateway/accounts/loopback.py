@@ -5,14 +5,17 @@ The redirect goes to `http://127.0.0.1:PORT/` (Google) or `http://localhost:PORT
 browser runs on this machine it reaches the listener; when it runs on another one (a headless server) it
 shows a "can't connect" page whose address holds the code, and the owner pastes that address here.
 Whichever comes first wins. Either way the answer must be the address of THIS sign-in: our host and port,
-path `/`, and the `state` we sent; anything else is refused with a message saying why, and nothing of a
-refused answer is used.
+path `/`, and the `state` we sent. A pasted address that is not is refused with a message saying why, and
+nothing of it is used. A request to the listener that is not is answered and ignored, the listener
+waiting on: any local process, or any web page open in the owner's browser, can reach the port, and must
+not be able to end the sign-in.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import logging
 import os
 import socket
@@ -32,6 +35,9 @@ WAIT_S = 600.0  # how long a sign-in waits for the browser or a paste
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 DONE_PAGE = ("<!doctype html><title>Anyy</title><p>Signed in. You can close this tab and go back to the "
              "terminal.</p>")
+REFUSED_PAGE = ("<!doctype html><title>Anyy</title><p>The sign-in was not allowed. The terminal says why.</p>")
+IGNORED_PAGE = ("<!doctype html><title>Anyy</title><p>This address is not the answer to the sign-in waiting in "
+                "the terminal, so it was ignored. Open the link the terminal printed.</p>")
 
 
 class RedirectRefused(OAuthError):
@@ -74,16 +80,25 @@ def parse_pasted(text: str, redirect_uri: str) -> dict[str, str]:
     return dict(parse_qsl(parts.query, keep_blank_values=True))
 
 
+def _answers(params: dict[str, str], state: str | None) -> bool:
+    """Whether a request to the listener is the redirect of the sign-in waiting for `state`: its `state`
+    (compared in constant time: it is what keeps others out) and a code or an error."""
+    if state is None or not ("code" in params or "error" in params):
+        return False
+    return hmac.compare_digest(params.get("state", "").encode(), state.encode())
+
+
 class Loopback:
     """A listener on 127.0.0.1 (and ::1 where it can, for `localhost`) on one free port, open until the
-    first answer. Use it as an async context manager; `port` and `redirect_uri` are known once entered.
-    `host` is the name the redirect address uses: Google documents 127.0.0.1, Microsoft's registration
-    takes `http://localhost` (any port)."""
+    first answer carrying the sign-in's `state`. Use it as an async context manager; `port` and
+    `redirect_uri` are known once entered. `host` is the name the redirect address uses: Google documents
+    127.0.0.1, Microsoft's registration takes `http://localhost` (any port)."""
 
     def __init__(self, host: str = "127.0.0.1") -> None:
         self.host = host
         self.port = 0
         self._answer: asyncio.Future[dict[str, str]] | None = None
+        self._state: str | None = None  # known once `wait` is called; until then every request is ignored
         self._runner: web.AppRunner | None = None
 
     async def __aenter__(self) -> Loopback:
@@ -123,17 +138,22 @@ class Loopback:
         from aiohttp import web
 
         assert self._answer is not None
-        if not request.query:  # a browser's probe or a stray visit: not an answer
-            return web.Response(status=404)
+        params = dict(request.query)
+        if not _answers(params, self._state):  # a probe, a stray visit, a forged or stale redirect
+            log.info("loopback_request_ignored")
+            return web.Response(status=400, text=IGNORED_PAGE, content_type="text/html")
         if not self._answer.done():
-            self._answer.set_result(dict(request.query))
-        return web.Response(text=DONE_PAGE, content_type="text/html")
+            self._answer.set_result(params)
+        page = REFUSED_PAGE if "error" in params else DONE_PAGE
+        return web.Response(text=page, content_type="text/html")
 
     async def wait(self, state: str, pasted: Callable[[], asyncio.Future[str]] | None = None,
                    timeout: float = WAIT_S) -> str:
         """The authorization code: from the browser's redirect to the listener or from a pasted address,
-        whichever comes first. Raises RedirectRefused for a wrong answer, OAuthError on timeout."""
+        whichever comes first. A request to the listener without this `state` is ignored; a wrong pasted
+        address or the provider's refusal raises RedirectRefused, the timeout OAuthError."""
         assert self._answer is not None, "enter the Loopback first"
+        self._state = state
         waiters: list[asyncio.Future[object]] = [self._answer]  # type: ignore[list-item]
         paste = pasted() if pasted is not None else None
         if paste is not None:

@@ -1,5 +1,7 @@
 """Microsoft: signing in (device code, or `--paste`: authorization code + PKCE, loopback or paste),
-refreshing one resource at a time, and (not) revoking — all through msal.
+refreshing one resource at a time, and (not) revoking — all through msal. The address saved is the
+mailbox's primary SMTP address as Graph's `/me` gives it (the id token names the sign-in name, which
+may differ), or the id token's when the account has no Graph token or Graph does not say.
 
 Microsoft issues an access token for ONE resource per request: Outlook (IMAP, SMTP) and Graph (calendar)
 each get their own, both from the one refresh token the sign-in yields. The sign-in consents to every
@@ -42,6 +44,7 @@ SCOPES: dict[Resource, list[str]] = {
     "calendar": ["https://graph.microsoft.com/Calendars.ReadWrite", "https://graph.microsoft.com/User.Read"],
 }
 TOKEN_PATH = "/oauth2/v2.0/token"
+GRAPH_TIMEOUT_S = 30.0
 
 
 def authority_of(cfg: AccountConfig) -> str:
@@ -138,13 +141,35 @@ class MicrosoftOAuth:
                 grants[resource] = more
                 refresh_token = more.refresh_token.get_secret_value() if more.refresh_token else refresh_token
         claims = answer.get("id_token_claims") or {}
-        address = claims.get("email") or claims.get("preferred_username") or ""
+        # The id token names the sign-in name (UPN), which need not be the mailbox's address that mail is
+        # sent from; Graph knows the latter, when the account has a Graph token to ask with.
+        signed_in_as = claims.get("email") or claims.get("preferred_username") or ""
+        address = await self._mailbox_address(grants["calendar"]) if "calendar" in grants else ""
+        address = address or signed_in_as
         if "@" not in address:
             raise OAuthError("Microsoft's answer named no address for this sign-in")
         scopes = sorted({s for g in grants.values() for s in g.scopes})
         return SignedIn(address=address, refresh_token=SecretStr(refresh_token),
                         grants={r: g.model_copy(update={"refresh_token": None}) for r, g in grants.items()},
                         scopes=scopes)
+
+    async def _mailbox_address(self, graph: TokenGrant) -> str:
+        """The mailbox's primary SMTP address (Graph's `mail`), or "" when Graph has none or cannot say."""
+        import httpx
+
+        if not self.cfg.graph_url:
+            return ""
+        url = f"{self.cfg.graph_url.rstrip('/')}/me"
+        headers = {"Authorization": f"Bearer {graph.access_token.get_secret_value()}"}
+        try:
+            async with httpx.AsyncClient(timeout=GRAPH_TIMEOUT_S) as http:
+                response = await http.get(url, params={"$select": "mail,userPrincipalName"}, headers=headers)
+            response.raise_for_status()
+            mail = response.json().get("mail")
+        except (httpx.HTTPError, ValueError, AttributeError) as exc:
+            log.warning("graph_me_unreadable error=%s", exc.__class__.__name__)
+            return ""
+        return mail if isinstance(mail, str) and "@" in mail else ""
 
     # ---- the token service's calls ----------------------------------------------------------------------
     async def refresh(self, refresh_token: str, resource: Resource) -> TokenGrant:

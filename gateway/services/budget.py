@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from typing import Protocol
 
+from gateway.access import owner_chats
 from gateway.config import Config
 from gateway.services.usage import summary
-from gateway.surfaces.console import CHAT_ID as CONSOLE_CHAT
 from store.budget import BudgetAllowances
 from store.db import Store
 from store.records import Button, Inbound, Origin, Outbound, iso
@@ -36,7 +36,6 @@ from store.usage import UsageRepo
 log = logging.getLogger(__name__)
 
 Enqueue = Callable[[Outbound, str], Awaitable[int]]
-OWNER_SURFACES = ("telegram", "slack")  # surfaces whose config lists owners with a direct chat
 WARN_AT = 0.8
 # A closed day's sum is kept only once this much of the new day has passed: by then every row of the day
 # before is written, whichever resident (or clock a few seconds off) wrote it.
@@ -200,16 +199,9 @@ class Budget:
                 "Automations skip their model calls (reminders still arrive) and chat turns are refused until "
                 "it renews; an owner's Allow today raises today's caps once.")
 
-    def _owner_chats(self) -> list[Origin]:
-        """Each owner's direct chat; with no Telegram or Slack owner, the console's (shown when `anyy chat`
-        next runs), so an owner who only uses the terminal is told too."""
-        chats = [Origin(surface=surface, chat_id=str(owner)) for surface in OWNER_SURFACES
-                 for owner in getattr(getattr(self.config, surface, None), "allowed_users", [])]
-        return chats or [Origin(surface="console", chat_id=CONSOLE_CHAT)]
-
     async def _tell_owners(self, cap: Cap, user_key: str, level: str, text: str) -> None:
         who = f"{cap.name}:{user_key}" if cap.name == "per_user_daily" else cap.name
-        for chat in self._owner_chats():
+        for chat in owner_chats(self.config):
             await self._enqueue(Outbound(origin=chat, text=text),
                                 f"budget:{level}:{who}:{cap.period}:{cap.limit}:{chat.surface}:{chat.chat_id}")
 

@@ -22,7 +22,8 @@ def endpoints(provider: Literal["google", "microsoft"], base: str, tenant: str =
                 "revoke_url": f"{base}/revoke", "userinfo_url": f"{base}/v1/userinfo"}
     root = f"{base}/{tenant}/oauth2/v2.0"
     return {"authorize_url": f"{root}/authorize", "token_url": f"{root}/token",
-            "device_code_url": f"{root}/devicecode", "userinfo_url": f"{base}/oidc/userinfo"}
+            "device_code_url": f"{root}/devicecode", "userinfo_url": f"{base}/oidc/userinfo",
+            "graph_url": f"{base}/v1.0"}
 
 
 def account_fields(provider: Literal["google", "microsoft"], base: str, services: list[str] | None = None,

@@ -1,6 +1,8 @@
 """Microsoft Graph's calendar API (v1.0), as documented, on the fakes' HTTPS app under /v1.0.
 
-    GET    /me                                              the signed-in user (mail, userPrincipalName)
+    GET    /me                                              the signed-in user (mail, userPrincipalName;
+           $select honoured): the token's user is the UPN, `mail` its mailbox's primary SMTP address
+           (`graph.mailboxes[upn]`, default the UPN; "" answers null: a user without a mailbox)
     GET    /me/calendars, /me/calendar                      calendars (one default "Calendar" per user)
     GET    /me/calendarView, /me/calendar/calendarView, /me/calendars/{id}/calendarView
            ?startDateTime=&endDateTime= (required, ISO 8601; no offset = UTC)   occurrences in the window,
@@ -153,6 +155,7 @@ class GraphFake:
         self.calendars_by_user: dict[str, dict[str, dict[str, Any]]] = {}
         self.store: dict[str, dict[str, Event]] = {}  # user -> event id -> event
         self.requests: list[tuple[str, str, int]] = []
+        self.mailboxes: dict[str, str] = {}  # UPN -> primary SMTP address, where they differ
 
     @property
     def url(self) -> str:
@@ -234,8 +237,7 @@ class GraphFake:
         show = tz_name or "UTC"
         match method, rest:
             case "GET", []:
-                return 200, {"id": uuid.uuid5(uuid.NAMESPACE_URL, user).hex, "displayName": "Owner Example",
-                             "mail": user, "userPrincipalName": user, "givenName": "Owner", "surname": "Example"}, {}
+                return 200, self._me(user, request.query.get("$select", "")), {}
             case "GET", ["calendars"]:
                 return 200, {"value": list(calendars.values())}, {}
             case "GET", ["calendar"]:
@@ -248,6 +250,13 @@ class GraphFake:
             case _, ["events", event_id]:
                 return self._one(method, request, user, event_id, body, tz, show, headers)
         raise GraphError(400, "BadRequest", f"Unsupported request {method} /me/{'/'.join(rest)}.")
+
+    def _me(self, user: str, select: str) -> dict[str, Any]:
+        mail = self.mailboxes.get(user, user)
+        me = {"id": uuid.uuid5(uuid.NAMESPACE_URL, user).hex, "displayName": "Owner Example", "mail": mail or None,
+              "userPrincipalName": user, "givenName": "Owner", "surname": "Example"}
+        wanted = {f.strip() for f in select.split(",") if f.strip()}
+        return {k: v for k, v in me.items() if k in wanted} if wanted else me
 
     def _one(self, method: str, request: web.Request, user: str, event_id: str, body: bytes, tz: Any, show: str,
              headers: dict[str, str]) -> tuple[int, dict[str, Any], dict[str, str]]:
