@@ -1,6 +1,5 @@
 """A trigger's reminder line on each platform: outside text (an email subject) reads exactly as written,
-with no link, formatting or mention made of it, on the fake Telegram and the fake Slack (the console's
-own check is in tests/test_trigger_types.py)."""
+with no link, formatting or mention made of it, on the fake Telegram, the fake Slack and the console."""
 
 from __future__ import annotations
 
@@ -18,6 +17,7 @@ from tests.fixtures.slack import FakeSlack, is_post
 from tests.support import telegram_wire
 from tests.support.slack_events import OWNER
 from tests.support.telegram_api import OWNER_ID, FakeBot
+from toolsets.registry import TOOLSETS
 from toolsets.schedule import Reminder, parse_schedule
 
 SUBJECT = ("[Verify](https://evil.example) <https://x.example> *now* _soon_ ~gone~ `code` **big** "
@@ -73,6 +73,12 @@ async def test_slack_shows_the_outside_text_as_written(slack_fake: FakeSlack, sl
     assert posted.get("blocks") in (None, "", "[]")
     assert _slack_formats(mrkdwn) == []
     assert html.unescape(mrkdwn.replace("\u200b", "")) == SEEN
+
+
+async def test_the_console_prints_the_outside_text_without_backslashes(start_console: Any) -> None:
+    console = await start_console(toolsets=TOOLSETS)
+    await _fire(console.gw, "console:owner", Origin(surface="console", chat_id="local"))
+    assert await console.wait_for(SEEN + "\n")
 
 
 @pytest.mark.parametrize("mrkdwn", ["*now*", "_soon_", "~gone~", "`code`", "a *b* c", "<!channel>"])
