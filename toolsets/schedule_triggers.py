@@ -28,6 +28,10 @@ _ACCOUNT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _FIELD = re.compile(r"\{(\w+)\}")
 # What makes outside text Markdown (the line is rendered as Markdown by the surfaces): inline markup
 # anywhere, and the block markers a line may start with (a heading, a list, a quote, a setext underline).
+# The escapes are how the line marks its outside spans: every surface parses it as CommonMark, where they
+# become text nodes, and shows text nodes as written in its own syntax (`Renderer.escape`: Telegram HTML,
+# Slack mrkdwn, the console raw). Chosen over carrying span offsets on the Outbound, which would need a
+# second path through each renderer and would not survive the split into messages as this does.
 _INLINE_MARKUP = re.compile(r"([\\`*_~\[\]<>&|])")
 _LINE_START = re.compile(r"^([#+\-=>]|\d+(?=[.)]))")
 _LINE_CHARS = 300

@@ -3,7 +3,8 @@
 A streamed reply is printed as it arrives: each rewrite of the message that only adds to the text prints
 what was added, and the line ends when the reply is complete. Control characters in what is printed are
 shown as their escapes (`\x1b`, `\r`), so no text can move the cursor or rewrite what the owner sees
-(the spinner's own escapes are ours).
+(the spinner's own escapes are ours). Markdown shows as its source, with its text unescaped
+(gateway/surfaces/markdown_source.py): outside text in a reminder reads as written, without backslashes.
 
 On a TTY the prompt is prompt_toolkit's (`gateway.surfaces.prompt`): line editing, history kept in the
 data directory, and the next `you> ` only once the reply is there. While a turn runs, a spinner turns on
@@ -16,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import re
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -32,6 +34,8 @@ CHAT_ID = "local"
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 SPIN_S = 0.1
 _CLEAR = "\r\x1b[K"  # back to the line start, erase it: where the spinner was
+# What CommonMark reads as something else than its characters in text: a backslash escape, an entity.
+_UNESCAPES = re.compile(r"\\[!-/:-@\[-`{-~]|&(?:#[0-9]+|#[xX][0-9a-fA-F]+|[A-Za-z][A-Za-z0-9]*);")
 
 
 class ConsoleSurface(Surface):
@@ -107,7 +111,7 @@ class ConsoleSurface(Surface):
 
     async def deliver(self, item: OutboxItem, edit_platform_id: str | None) -> str | None:
         out = item.outbound
-        body = out.text
+        body = out.text if out.preformatted else _source(out.text)
         if out.attachment is not None:  # a terminal cannot play it: say where it is
             saved = f"[{out.attachment.name} saved at {out.attachment.path}]"
             body = f"{body}\n{saved}" if body.strip() else saved
@@ -153,6 +157,16 @@ class ConsoleSurface(Surface):
             if line.strip():
                 await self.send_line(line.rstrip("\n"))
                 await settle()
+
+
+def _source(markdown: str) -> str:
+    """`markdown` as the console shows it: its source, with its text unescaped. Parsed only when there is
+    something to unescape; otherwise the source is already that, and a chat loads no Markdown parser."""
+    if not _UNESCAPES.search(markdown):
+        return markdown
+    from gateway.surfaces.markdown_source import as_source
+
+    return as_source(markdown)
 
 
 async def _piped_lines(stdin: TextIO) -> AsyncIterator[str]:

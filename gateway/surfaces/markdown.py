@@ -103,12 +103,20 @@ class Renderer(abc.ABC):
         items: list[str] = []
         previous: SyntaxTreeNode | None = None
         for number, item in enumerate(node.children, start):
-            marker = "•" if node.type == "bullet_list" else f"{number}."
-            body = self.blocks(item.children, indent + "  ")
+            marker = self.marker(item, number)
+            body = self.blocks(item.children, indent + self.hanging(marker))
             gap = self._gap(previous, item) if previous is not None else ""
             items.append(f"{gap}{indent}{marker} {body}")
             previous = item
         return "".join(items)
+
+    def marker(self, item: SyntaxTreeNode, number: int) -> str:
+        """A list item's marker: a bullet, or the item's `number`."""
+        return f"{number}." if item.markup in (".", ")") else "•"
+
+    def hanging(self, marker: str) -> str:
+        """The indent of an item's nested lines under its `marker`."""
+        return "  "
 
     def _gap(self, previous: SyntaxTreeNode, following: SyntaxTreeNode) -> str:
         """A blank line between two blocks if the source had one, else a line break."""
@@ -135,9 +143,10 @@ class Renderer(abc.ABC):
     # -- inline -----------------------------------------------------------------------------------------
 
     def inline(self, node: SyntaxTreeNode) -> str:
-        return "".join(self._span(child) for child in node.children)
+        return "".join(self.span(child) for child in node.children)
 
-    def _span(self, node: SyntaxTreeNode) -> str:
+    def span(self, node: SyntaxTreeNode) -> str:
+        """One inline node rendered."""
         kind = node.type
         if kind == "inline":
             return self.inline(node)

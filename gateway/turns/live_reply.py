@@ -30,6 +30,8 @@ _SENTENCE_END = re.compile(r"[.!?。！？:\n]\s")
 # The first message waits this long after the first piece, so a short reply that streams in quickly is
 # sent once, whole, instead of as a fragment and an edit a moment later.
 FIRST_WAIT_S = 0.1
+# What a message of the reply says once the reply no longer reaches it (see `_write`).
+WITHDRAWN = "(withdrawn: the reply is the message above)"
 
 
 class LiveReply:
@@ -134,7 +136,12 @@ class LiveReply:
         parts = split_text(text, self.settings.max_chars)
         states = [(part, partial and index == len(parts) - 1 and self.settings.marks_partial)
                   for index, part in enumerate(parts)]
+        # Messages the text no longer reaches (it was replaced: a refusal, reasoning) must not keep showing
+        # it; a message cannot be taken back, so each says it was withdrawn. Written first, so the row
+        # that carries `along` and is returned is the reply's own last part.
+        states += [(WITHDRAWN, False)] * (len(self._written) - len(parts))
         changed = [i for i, state in enumerate(states) if i >= len(self._written) or self._written[i] != state]
+        changed.sort(key=lambda i: i < len(parts))
         for index in changed:
             state = states[index]
             key = self.dedupe if index == 0 else f"{self.dedupe}:{index + 1}"

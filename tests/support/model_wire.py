@@ -12,6 +12,7 @@ import base64
 import itertools
 import json
 import re
+import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -69,10 +70,10 @@ class Raw:
     """A response exactly as a provider documents it (tests/support/provider_rules.py builds them):
     `body` answers a request that does not stream; `events` a streamed one, each an SSE event as
     (event name or None, data: a JSON value or a string sent as it is), or bytes sent as they are
-    (a comment line, say)."""
+    (a comment line, say), or a threading.Event the stream waits for (so a test sees what came before it)."""
 
     body: Any
-    events: tuple[tuple[str | None, Any] | bytes, ...] = ()
+    events: tuple[tuple[str | None, Any] | bytes | threading.Event, ...] = ()
 
 
 Step = Answer | Status | Hang | Raw

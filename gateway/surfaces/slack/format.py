@@ -2,8 +2,10 @@
 
 Slack's markup differs from Markdown in small, visible ways: one asterisk is bold, links are
 `<url|text>`, and `&`, `<`, `>` must be escaped or Slack reads them as markup (so the model cannot ping
-`<!channel>`). Code is left alone apart from that escaping, since Slack shows it verbatim. Markdown is
-parsed once as CommonMark (gateway/surfaces/markdown.py), so a reply cut mid-stream renders safely.
+`<!channel>`). Text keeps Slack's marks apart from its words (`literal`), so what CommonMark reads as
+text (an escaped `\\*`, say) is not formatted by Slack either. Code is left alone apart from the escaping
+of the three characters, since Slack shows it verbatim. Markdown is parsed once as CommonMark
+(gateway/surfaces/markdown.py), so a reply cut mid-stream renders safely.
 """
 
 from __future__ import annotations
@@ -15,6 +17,9 @@ from gateway.surfaces.text import split_text
 
 _MARKS = {"strong": "*", "em": "_", "s": "~", "heading": "*"}
 _SLACK_LINK = re.compile(r"<((?:https?|mailto):[^|>]+)(?:\|([^>]*))?>")
+# A mark that Slack could pair: one not between two letters or digits (Slack ignores marks inside a word).
+_PAIRABLE = re.compile(r"(?<![^\W_])[*_~`]|[*_~`](?![^\W_])")
+_ZWSP = "\u200b"
 
 
 def escape(text: str) -> str:
@@ -22,9 +27,21 @@ def escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
+def literal(text: str) -> str:
+    """Text that shows as written in mrkdwn: the three characters escaped, and each mark Slack could
+    pair (`*_~` and a backtick) between two zero-width spaces.
+
+    Slack has no escape for its marks, so a Markdown text node like `*now*` (an email subject in a
+    reminder, written `\\*now\\*`) would turn bold. A mark opens only after a word boundary and before
+    a non-space, and closes only the other way round; with a zero-width space on both sides one of the
+    two fails whichever Slack takes the space for (a boundary: followed by one; a letter: inside a
+    word). The spaces are invisible, so the person reads the text as written."""
+    return _PAIRABLE.sub(lambda m: f"{_ZWSP}{m[0]}{_ZWSP}", escape(text))
+
+
 class SlackMrkdwn(Renderer):
     def escape(self, text: str) -> str:
-        return escape(text)
+        return literal(text)
 
     def wrap(self, kind: str, inner: str) -> str:
         if not inner.strip():
